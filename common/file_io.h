@@ -1,0 +1,24 @@
+// File helpers for the state directory: secrets and keys are written atomically with mode
+// 0600 and checked on read, so that a world-readable key is refused rather than used.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "common/result.h"
+
+namespace cordon {
+
+Result<std::string> read_file(const std::string& path);
+
+// Reads a file that must hold a secret: refuses it if group or others can read or write it.
+Result<std::string> read_private_file(const std::string& path);
+
+// Writes to PATH.tmp, fsyncs, renames over PATH. Mode applies to the new file.
+Status write_file_atomic(const std::string& path, std::string_view data, mode_t mode);
+
+// Creates DIR (and parents) with the given mode if missing.
+Status ensure_directory(const std::string& dir, mode_t mode);
+
+}  // namespace cordon
