@@ -1,0 +1,31 @@
+// Limits of the audit log. Soft limits are defaults of WriterOptions; hard ones are fixed.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace cordon::audit {
+
+// A string value longer than this is cut (hard) and marked "...[truncated N bytes]": a sandbox
+// controls paths and hosts, and must not be able to grow one audit line without bound.
+inline constexpr size_t kMaxValueBytes = 4096;
+// Event-specific fields per event (hard); keys at most this long (hard).
+inline constexpr size_t kMaxExtraFields = 32;
+inline constexpr size_t kMaxKeyBytes = 64;
+// Longest line a reader accepts (hard). With the caps above a written line stays below it even
+// if every byte of every value needs a 6-byte \u00XX escape.
+inline constexpr size_t kMaxLineBytes = 1 << 20;
+
+// Writer defaults (soft, WriterOptions).
+inline constexpr size_t kDefaultQueueEvents = 65536;        // accepted, not yet written
+inline constexpr size_t kDefaultMaxBatchEvents = 4096;      // lines per write()
+inline constexpr uint64_t kDefaultRotateBytes = 64ull << 20;  // live file size before rotation
+inline constexpr std::chrono::milliseconds kDefaultFsyncInterval{100};
+inline constexpr std::chrono::milliseconds kDefaultRetryInterval{250};  // after a write failure
+inline constexpr std::chrono::milliseconds kDefaultCloseTimeout{5000};
+
+// Read buffer of the streaming reader.
+inline constexpr size_t kReadChunkBytes = 1 << 20;
+
+}  // namespace cordon::audit

@@ -1,0 +1,243 @@
+// verify() and query(): streaming passes over the log. See reader.h.
+#include "audit/reader.h"
+
+#include <cstring>
+
+#include "audit/detail/files.h"
+#include "audit/detail/format.h"
+#include "audit/detail/json.h"
+#include "audit/event.h"
+
+namespace cordon::audit {
+
+using namespace detail;
+
+struct Record::Fields {
+  std::vector<ScannedField> v;
+};
+
+std::optional<std::string> Record::get(std::string_view key) const {
+  int i = find_field(fields_->v, key);
+  if (i < 0) return std::nullopt;
+  const ScannedField& f = fields_->v[size_t(i)];
+  if (f.kind == ValueKind::kString) return unescape(f);
+  return std::string(f.raw);
+}
+
+namespace {
+
+constexpr const char* kCoreKeys[] = {"ts", "seq", "event", "sandbox", "decision", "reason", "rule"};
+
+bool is_lower_hex64(std::string_view s) {
+  if (s.size() != 64) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+// nullptr if the scanned line has the writer's shape, else why not.
+const char* check_shape(const std::vector<ScannedField>& f) {
+  if (f.size() < 8) return "missing fields";
+  for (size_t i = 0; i < 7; ++i) {
+    if (f[i].key != kCoreKeys[i]) return "common fields missing or out of order";
+    bool want_int = i == 1;
+    if (want_int != (f[i].kind == ValueKind::kInteger))
+      return want_int ? "seq is not an integer" : "a common field is not a string";
+  }
+  const ScannedField& prev = f.back();
+  if (prev.key != "prev" || prev.kind != ValueKind::kString || !is_lower_hex64(prev.raw))
+    return "prev is missing, not last, or not 64 lowercase hex digits";
+  for (size_t i = 7; i + 1 < f.size(); ++i) {
+    if (is_reserved_key(f[i].key)) return "a common field appears twice";
+    for (size_t j = 7; j < i; ++j)
+      if (f[j].key == f[i].key) return "a field appears twice";
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Result<VerifyReport> verify(const std::vector<std::string>& paths, VerifyOptions options) {
+  auto files = chain_order(paths);
+  if (!files) return fail(files.error());
+  VerifyReport report;
+  report.files = *files;
+  std::vector<ScannedField> f;
+  std::string prev_hash;
+  std::string prev_where;
+  uint64_t expect_seq = 0;  // 0 until the first line
+  for (const std::string& path : *files) {
+    auto reader = LineReader::open(path);
+    if (!reader) return fail(reader.error());
+    std::string_view line;
+    bool terminated;
+    while ((*reader)->next(line, terminated)) {
+      uint64_t line_no = (*reader)->line_number();
+      auto broken = [&](std::string reason) {
+        report.ok = false;
+        report.file = path;
+        report.line = line_no;
+        report.reason = std::move(reason);
+        return report;
+      };
+      if (!terminated)
+        return broken("incomplete line (no newline at the end of the file): torn write or cut file");
+      if (const char* err = scan_object(line, f))
+        return broken(std::string("not a valid audit record: ") + err);
+      if (const char* err = check_shape(f))
+        return broken(std::string("not a valid audit record: ") + err);
+      if (f[0].escaped || !parse_rfc3339(f[0].raw)) return broken("ts is not an RFC 3339 time");
+      auto seq_value = to_int(f[1]);
+      if (!seq_value || *seq_value <= 0) return broken("seq is not a positive integer");
+      uint64_t seq = uint64_t(*seq_value);
+      std::string_view prev = f.back().raw;
+      if (expect_seq == 0) {
+        if (seq != 1) {
+          if (!options.allow_partial)
+            return broken("the chain starts at seq " + std::to_string(seq) +
+                          ", not 1: earlier lines or files are missing (a partial check of a "
+                          "tail needs --partial)");
+          report.partial = true;
+        } else if (prev != kGenesisPrev) {
+          return broken("seq 1 does not carry the genesis prev: lines before it were removed");
+        }
+        report.first_seq = seq;
+      } else {
+        if (seq < expect_seq)
+          return broken("seq " + std::to_string(seq) + " where " + std::to_string(expect_seq) +
+                        " was expected: lines reordered, repeated or inserted");
+        if (seq > expect_seq)
+          return broken("seq " + std::to_string(seq) + " where " + std::to_string(expect_seq) +
+                        " was expected: " + std::to_string(seq - expect_seq) +
+                        " line(s) or a file removed");
+        if (prev != prev_hash)
+          return broken("prev does not match the SHA-256 of the line before (" + prev_where +
+                        "): that line was altered, or a line was inserted or removed here");
+      }
+      if (f[2].raw == "audit_recovered") ++report.recoveries;
+      prev_hash = line_hash(line);
+      prev_where = path + ":" + std::to_string(line_no);
+      expect_seq = seq + 1;
+      report.last_seq = seq;
+      ++report.lines;
+    }
+    if (!(*reader)->error().empty()) return fail((*reader)->error());
+  }
+  report.ok = true;
+  report.head = report.lines > 0 ? prev_hash : std::string(kGenesisPrev);
+  return report;
+}
+
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = char(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = char(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+// Field at its usual position if it is there (the writer's order), else by search.
+const ScannedField* field(const std::vector<ScannedField>& f, std::string_view key, size_t hint) {
+  if (hint < f.size() && f[hint].key == key) return &f[hint];
+  int i = find_field(f, key);
+  return i < 0 ? nullptr : &f[size_t(i)];
+}
+
+bool equals(const ScannedField* f, const std::string& want) {
+  if (!f) return false;
+  if (f->kind != ValueKind::kString) return f->raw == want;
+  if (!f->escaped) return f->raw == want;
+  return unescape(*f) == want;
+}
+
+class Matcher {
+ public:
+  explicit Matcher(const QueryFilter& q) : q_(q) {
+    if (q.since) since_ = format_rfc3339_micros(*q.since);
+    if (q.until) until_ = format_rfc3339_micros(*q.until);
+    if (q.host) {
+      host_ = *q.host;
+      if (host_.rfind("*.", 0) == 0) {
+        suffix_ = true;
+        host_ = host_.substr(1);  // ".example.com"
+      }
+    }
+  }
+
+  bool matches(const std::vector<ScannedField>& f) const {
+    if (q_.event && !equals(field(f, "event", 2), *q_.event)) return false;
+    if (q_.sandbox && !equals(field(f, "sandbox", 3), *q_.sandbox)) return false;
+    if (q_.decision && !equals(field(f, "decision", 4), *q_.decision)) return false;
+    if (q_.rule && !equals(field(f, "rule", 6), *q_.rule)) return false;
+    if (q_.since || q_.until) {
+      const ScannedField* ts = field(f, "ts", 0);
+      if (!ts || ts->kind != ValueKind::kString) return false;
+      std::string normalized;
+      std::string_view t = ts->raw;
+      // The writer's form sorts as text; anything else is parsed and normalized first.
+      if (ts->escaped || t.size() != 27 || t.back() != 'Z') {
+        auto parsed = parse_rfc3339(unescape(*ts));
+        if (!parsed) return false;
+        normalized = format_rfc3339_micros(*parsed);
+        t = normalized;
+      }
+      if (q_.since && t < since_) return false;
+      if (q_.until && t >= until_) return false;
+    }
+    if (q_.host) {
+      const ScannedField* h = field(f, "host", 7);
+      if (!h || h->kind != ValueKind::kString) return false;
+      std::string value = unescape(*h);
+      if (suffix_) {
+        if (value.size() <= host_.size() ||
+            !iequals(std::string_view(value).substr(value.size() - host_.size()), host_))
+          return false;
+      } else if (!iequals(value, host_)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+ private:
+  const QueryFilter& q_;
+  std::string since_, until_, host_;
+  bool suffix_ = false;
+};
+
+}  // namespace
+
+Result<QueryStats> query(const std::vector<std::string>& paths, const QueryFilter& filter,
+                         const std::function<bool(const Record&)>& on_match) {
+  auto files = chain_order(paths);
+  if (!files) return fail(files.error());
+  QueryStats stats;
+  stats.files = *files;
+  Matcher matcher(filter);
+  Record::Fields fields;
+  for (const std::string& path : *files) {
+    auto reader = LineReader::open(path);
+    if (!reader) return fail(reader.error());
+    std::string_view line;
+    bool terminated;
+    while ((*reader)->next(line, terminated)) {
+      ++stats.lines;
+      if (scan_object(line, fields.v) != nullptr) {
+        ++stats.invalid;
+        continue;
+      }
+      if (!matcher.matches(fields.v)) continue;
+      ++stats.matched;
+      if (!on_match(Record(line, &fields, &path, (*reader)->line_number()))) return stats;
+    }
+    if (!(*reader)->error().empty()) return fail((*reader)->error());
+  }
+  return stats;
+}
+
+}  // namespace cordon::audit

@@ -1,0 +1,243 @@
+// Unit tests of the loader and the program's classification (bpf_prog_test_run on crafted
+// frames; no interface is touched). Topology tests live in tests/e2e/bpf/.
+#include "bpf/steering.h"
+
+#include <bpf/bpf.h>
+#include <linux/pkt_cls.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "bpf/detail/packets.h"
+#include "common/subprocess.h"
+
+namespace cordon::bpf {
+namespace {
+
+using namespace detail;
+
+// An IPv4 header announcing TCP, with the TCP header cut off.
+std::vector<uint8_t> truncated_tcp() {
+  auto p = ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_TCP, 40000, 443);
+  p.resize(14 + 20 + 6);
+  return p;
+}
+
+// IHL below 5 words.
+std::vector<uint8_t> bad_ihl() {
+  auto p = ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_TCP, 40000, 443);
+  p[14] = 0x44;
+  return p;
+}
+
+TEST(CounterNames, AreDistinctAndNamed) {
+  EXPECT_EQ(counter_name(Counter::kDropGatewayGone), "drop_gateway_gone");
+  EXPECT_EQ(counter_name(Counter::kPassLink), "pass_link");
+  EXPECT_EQ(counter_name(Counter::kCount), "unknown");
+  InterfaceCounters c;
+  c.value[static_cast<size_t>(Counter::kDropIcmp)] = 2;
+  c.value[static_cast<size_t>(Counter::kDropAssign)] = 3;
+  c.value[static_cast<size_t>(Counter::kSteerHttp)] = 5;
+  c.value[static_cast<size_t>(Counter::kEventsSuppressed)] = 7;
+  EXPECT_EQ(c.dropped(), 5u);
+}
+
+TEST(DropEventLimiter, BurstThenOnePerInterval) {
+  DropEventLimiter limiter(3, 1000);
+  DropEvent a;
+  a.ifindex = 7;
+  DropEvent b;
+  b.ifindex = 8;
+  uint64_t suppressed = 99;
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(limiter.admit(a, 1000, &suppressed));
+  EXPECT_EQ(suppressed, 0u);
+  EXPECT_FALSE(limiter.admit(a, 1000, &suppressed));
+  EXPECT_FALSE(limiter.admit(a, 1500, &suppressed));
+  EXPECT_TRUE(limiter.admit(b, 1500, &suppressed));  // other interface, own bucket
+  EXPECT_TRUE(limiter.admit(a, 2001, &suppressed));
+  EXPECT_EQ(suppressed, 2u);
+  EXPECT_FALSE(limiter.admit(a, 2002, &suppressed));
+}
+
+TEST(NftTproxy, RulesetShape) {
+  TproxyConfig c;
+  c.interfaces = {"cdh1", "cdh2"};
+  c.http_port = 15001;
+  c.dns_port = 15053;
+  auto s = nft_tproxy_ruleset(c);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_NE(s->find("iifname { \"cdh1\", \"cdh2\" } jump sandbox"), std::string::npos) << *s;
+  EXPECT_NE(s->find("tcp dport { 80, 443 } tproxy ip to 127.0.0.1:15001 meta mark set 1 accept"),
+            std::string::npos);
+  EXPECT_NE(s->find("tproxy ip6 to [::1]:15001"), std::string::npos);
+  EXPECT_NE(s->find("th dport 53 tproxy ip to 127.0.0.1:15053"), std::string::npos);
+  EXPECT_NE(s->find("type filter hook forward"), std::string::npos);
+  EXPECT_NE(s->find("counter drop"), std::string::npos);
+
+  TproxyConfig bad = c;
+  bad.interfaces = {"x\"; flush ruleset"};
+  EXPECT_FALSE(nft_tproxy_ruleset(bad));
+  bad = c;
+  bad.listen_ipv4 = "1.2.3";
+  EXPECT_FALSE(nft_tproxy_ruleset(bad));
+  bad = c;
+  bad.table = "a b";
+  EXPECT_FALSE(nft_tproxy_ruleset(bad));
+  bad = c;
+  bad.http_port = 0;
+  EXPECT_FALSE(nft_tproxy_ruleset(bad));
+}
+
+TEST(NftTproxy, KernelAcceptsRuleset) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root for nft --check";
+  TproxyConfig c;
+  c.interfaces = {"lo"};
+  c.http_port = 15001;
+  c.dns_port = 15053;
+  c.table = "cordon_unit_check";
+  auto s = nft_tproxy_ruleset(c);
+  ASSERT_TRUE(s);
+  auto r = run_command({"nft", "--check", "-f", "-"}, *s);
+  if (!r) GTEST_SKIP() << "nft not runnable: " << r.error().message;
+  EXPECT_EQ(r->exit_code, 0) << r->output << "\n" << *s;
+}
+
+class ProgramTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (CAP_BPF) to load the program";
+    auto s = Steering::create();
+    ASSERT_TRUE(s) << s.error().message;
+    steering_ = std::move(*s);
+  }
+
+  // Runs the program once on `frame`; returns its verdict.
+  int run(const std::vector<uint8_t>& frame) {
+    std::vector<uint8_t> out(frame.size() + 256);
+    LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_out = out.data(),
+                .data_size_in = static_cast<uint32_t>(frame.size()),
+                .data_size_out = static_cast<uint32_t>(out.size()), .repeat = 1);
+    int err = bpf_prog_test_run_opts(steering_->program_fd(), &opts);
+    EXPECT_EQ(err, 0) << "bpf_prog_test_run failed: " << strerror(errno);
+    return static_cast<int>(opts.retval);
+  }
+
+  uint64_t count(Counter c) {
+    auto r = steering_->counters("lo");  // test_run uses the loopback device
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? (*r)[c] : 0;
+  }
+
+  std::unique_ptr<Steering> steering_;
+};
+
+TEST_F(ProgramTest, PassesLinkTraffic) {
+  EXPECT_EQ(run(arp_packet()), TC_ACT_OK);
+  EXPECT_EQ(run(ipv6_packet("fe80::2", "ff02::1:ff00:1", IPPROTO_ICMPV6, 0, 0, 0, false, 135)),
+            TC_ACT_OK);
+  EXPECT_EQ(run(ipv6_packet("fe80::2", "fe80::1", IPPROTO_ICMPV6, 0, 0, 0, false, 136)), TC_ACT_OK);
+  EXPECT_EQ(run(ipv6_packet("fe80::2", "ff02::2", IPPROTO_ICMPV6, 0, 0, 0, false, 133)), TC_ACT_OK);
+  EXPECT_EQ(count(Counter::kPassLink), 4u);
+  // A router advertisement from the sandbox is not link traffic it needs.
+  EXPECT_EQ(run(ipv6_packet("fe80::2", "ff02::1", IPPROTO_ICMPV6, 0, 0, 0, false, 134)),
+            TC_ACT_SHOT);
+  EXPECT_EQ(count(Counter::kDropIcmp), 1u);
+}
+
+TEST_F(ProgramTest, DropsAndCountsByReason) {
+  struct Case {
+    std::vector<uint8_t> frame;
+    Counter reason;
+  };
+  std::vector<Case> cases = {
+      {ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_TCP, 40000, 22), Counter::kDropTcpPort},
+      {ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_TCP, 40000, 8443), Counter::kDropTcpPort},
+      {ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_UDP, 40000, 443), Counter::kDropUdpPort},
+      {ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_ICMP, 0, 0), Counter::kDropIcmp},
+      {ipv4_packet("10.200.0.2", "192.0.2.10", 132 /*sctp*/, 1, 443), Counter::kDropOtherL4},
+      {ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_TCP, 40000, 443, kSyn, 0x2000),
+       Counter::kDropFragment},
+      {ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_UDP, 40000, 53, 0, 0x0010),
+       Counter::kDropFragment},
+      {ethernet(0x8100), Counter::kDropEthertype},
+      {truncated_tcp(), Counter::kDropMalformed},
+      {bad_ihl(), Counter::kDropMalformed},
+      // Steered traffic with no gateway socket in the map: fail closed.
+      {ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_TCP, 40000, 443), Counter::kDropGatewayGone},
+      {ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_TCP, 40000, 80), Counter::kDropGatewayGone},
+      {ipv4_packet("10.200.0.2", "192.0.2.53", IPPROTO_UDP, 40000, 53), Counter::kDropGatewayGone},
+      {ipv4_packet("10.200.0.2", "192.0.2.53", IPPROTO_TCP, 40000, 53), Counter::kDropGatewayGone},
+      {ipv6_packet("fd00::2", "2001:db8::10", IPPROTO_TCP, 40000, 443), Counter::kDropGatewayGone},
+      // A non-SYN segment never goes to the listener; with no socket of its own it drops.
+      {ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_TCP, 40000, 443, kAck),
+       Counter::kDropNoFlow},
+      {ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_TCP, 40000, 443, kSyn | kAck),
+       Counter::kDropNoFlow},
+      {ipv6_packet("fd00::2", "2001:db8::10", IPPROTO_TCP, 40000, 22), Counter::kDropTcpPort},
+      {ipv6_packet("fd00::2", "2001:db8::10", IPPROTO_UDP, 40000, 443), Counter::kDropUdpPort},
+      {ipv6_packet("fd00::2", "2001:db8::10", IPPROTO_ICMPV6, 0, 0), Counter::kDropIcmp},
+      {ipv6_packet("fd00::2", "2001:db8::10", IPPROTO_TCP, 40000, 443, kSyn, true),
+       Counter::kDropFragment},
+  };
+  InterfaceCounters expected;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(run(cases[i].frame), TC_ACT_SHOT) << "case " << i;
+    expected.value[static_cast<size_t>(cases[i].reason)]++;
+    auto got = steering_->counters("lo");
+    ASSERT_TRUE(got);
+    for (size_t c = 0; c < static_cast<size_t>(Counter::kEventsSuppressed); ++c)
+      EXPECT_EQ(got->value[c], expected.value[c])
+          << "case " << i << " counter " << counter_name(static_cast<Counter>(c));
+  }
+
+  // Each drop produced an event (well under the rate limit); check one in detail.
+  std::vector<DropEvent> events;
+  auto n = steering_->poll_drop_events(100, [&](const DropEvent& e) { events.push_back(e); });
+  ASSERT_TRUE(n) << n.error().message;
+  ASSERT_EQ(events.size(), cases.size());
+  EXPECT_EQ(events[2].reason, Counter::kDropUdpPort);
+  EXPECT_EQ(events[2].protocol, "udp");
+  EXPECT_EQ(events[2].family, 4);
+  EXPECT_EQ(events[2].dst_port, 443);
+  EXPECT_EQ(events[2].src_port, 40000);
+  EXPECT_EQ(events[2].dst_address, "192.0.2.10");
+  EXPECT_EQ(events[2].src_address, "10.200.0.2");
+  EXPECT_EQ(events[2].interface, "lo");
+  EXPECT_EQ(events[17].dst_address, "2001:db8::10");
+  EXPECT_EQ(events[17].protocol, "tcp");
+  EXPECT_EQ(events[17].dst_port, 22);
+}
+
+TEST_F(ProgramTest, EventsAreRateLimitedButCountersAreNot) {
+  auto frame = ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_UDP, 40000, 443);
+  std::vector<uint8_t> out(frame.size() + 256);
+  LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_out = out.data(),
+              .data_size_in = static_cast<uint32_t>(frame.size()),
+              .data_size_out = static_cast<uint32_t>(out.size()), .repeat = 1000);
+  ASSERT_EQ(bpf_prog_test_run_opts(steering_->program_fd(), &opts), 0);
+  EXPECT_EQ(count(Counter::kDropUdpPort), 1000u);
+  int events = 0;
+  auto n = steering_->poll_drop_events(100, [&](const DropEvent&) { ++events; });
+  ASSERT_TRUE(n);
+  // One CPU ran the repeats: at most one window's worth of events (two if a second ticked).
+  EXPECT_GE(events, 1);
+  EXPECT_LE(events, 2 * 64);
+  EXPECT_EQ(count(Counter::kEventsSuppressed), 1000u - static_cast<uint64_t>(events));
+}
+
+TEST_F(ProgramTest, SetListenerRejectsNonSockets) {
+  EXPECT_FALSE(steering_->set_listener(ListenerSlot::kTcp4, STDIN_FILENO));
+  EXPECT_TRUE(steering_->set_listener(ListenerSlot::kTcp4, -1));  // clearing is idempotent
+  EXPECT_NE(steering_->program_id(), 0u);
+  EXPECT_EQ(steering_->map_ids().size(), 4u);
+}
+
+TEST(SteeringMode, ReportsSkAssignWhenRoot) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to probe";
+  auto m = steering_mode();
+  EXPECT_EQ(m.mode, Mode::kSkAssign) << m.detail;
+  EXPECT_EQ(mode_name(m.mode), "ebpf-sk-assign");
+}
+
+}  // namespace
+}  // namespace cordon::bpf

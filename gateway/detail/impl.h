@@ -1,0 +1,203 @@
+// Internals of the gateway shared by its .cc files: the Impl state, the byte-stream
+// abstraction over plain and TLS sockets, deadlines, metrics. Not a public header.
+#pragma once
+
+#include <openssl/ssl.h>
+
+#include <atomic>
+#include <cstring>
+#include <utility>
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "gateway/gateway.h"
+#include "gateway/request_pipeline.h"
+
+namespace cordon::gateway::detail {
+
+namespace asio = boost::asio;
+namespace ssl = boost::asio::ssl;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+template <class T>
+using awaitable = asio::awaitable<T>;
+using Clock = std::chrono::steady_clock;
+
+// A byte stream, plain or TLS, so that the HTTP code is written once.
+class ByteStream {
+ public:
+  virtual ~ByteStream() = default;
+  virtual awaitable<size_t> read_some(asio::mutable_buffer b, error_code& ec) = 0;
+  virtual awaitable<void> write_all(asio::const_buffer b, error_code& ec) = 0;
+  virtual tcp::socket& socket() = 0;
+  virtual SSL* ssl() { return nullptr; }
+};
+
+class PlainStream final : public ByteStream {
+ public:
+  explicit PlainStream(tcp::socket s) : s_(std::move(s)) {}
+  awaitable<size_t> read_some(asio::mutable_buffer b, error_code& ec) override;
+  awaitable<void> write_all(asio::const_buffer b, error_code& ec) override;
+  tcp::socket& socket() override { return s_; }
+
+ private:
+  tcp::socket s_;
+};
+
+class TlsStream final : public ByteStream {
+ public:
+  TlsStream(tcp::socket s, ssl::context& ctx) : s_(std::move(s), ctx) {}
+  awaitable<size_t> read_some(asio::mutable_buffer b, error_code& ec) override;
+  awaitable<void> write_all(asio::const_buffer b, error_code& ec) override;
+  tcp::socket& socket() override { return s_.next_layer(); }
+  SSL* ssl() override { return s_.native_handle(); }
+  ssl::stream<tcp::socket>& stream() { return s_; }
+
+ private:
+  ssl::stream<tcp::socket> s_;
+};
+
+// One timer per connection; when it fires, on_expire closes the sockets (Beast-style
+// timeouts: the phase sets the deadline, expiry ends the connection).
+class Deadline : public std::enable_shared_from_this<Deadline> {
+ public:
+  explicit Deadline(asio::any_io_executor ex) : timer_(ex) {}
+  void start();
+  void expires_after_ms(uint32_t ms) { deadline_ = Clock::now() + std::chrono::milliseconds(ms); }
+  void disarm() { deadline_ = Clock::time_point::max(); }
+  void stop() {
+    stopped_ = true;
+    timer_.cancel();
+  }
+  bool fired() const { return fired_; }
+  std::function<void()> on_expire;
+
+ private:
+  asio::steady_timer timer_;
+  Clock::time_point deadline_ = Clock::time_point::max();
+  bool stopped_ = false;
+  bool fired_ = false;
+};
+
+struct Metrics {
+  std::atomic<uint64_t> connections_total{0};
+  std::atomic<int64_t> connections_active{0};
+  std::atomic<uint64_t> connections_refused{0};
+  std::atomic<uint64_t> requests_allow{0};
+  std::atomic<uint64_t> requests_deny{0};
+  std::atomic<uint64_t> requests_error{0};
+  std::atomic<uint64_t> bytes_up{0};
+  std::atomic<uint64_t> bytes_down{0};
+  std::atomic<uint64_t> upstream_errors{0};
+  std::atomic<uint64_t> upstream_connects{0};
+  std::atomic<uint64_t> upstream_reused{0};
+  std::atomic<uint64_t> tls_resumed{0};
+  std::atomic<uint64_t> cert_mints{0};
+  std::atomic<uint64_t> cert_mint_refused{0};
+  std::atomic<uint64_t> audit_failures{0};
+  std::atomic<uint64_t> reloads_ok{0};
+  std::atomic<uint64_t> reloads_failed{0};
+  static constexpr double kBucketsSec[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                           0.1,    0.25,  0.5,    1,     2.5,   5,     10};
+  static constexpr size_t kBuckets = sizeof(kBucketsSec) / sizeof(kBucketsSec[0]);
+  std::atomic<uint64_t> latency_bucket[kBuckets + 1]{};
+  std::atomic<uint64_t> latency_sum_us{0};
+  std::atomic<uint64_t> latency_count{0};
+  void observe_latency(uint64_t us);
+  std::string render() const;
+};
+
+struct UpstreamConn {
+  std::unique_ptr<ByteStream> stream;
+  std::string key;
+  Clock::time_point idle_since;
+};
+
+struct Worker {
+  asio::io_context ctx{1};
+  // Idle upstream connections by "host:port", used only from this worker's thread.
+  std::unordered_map<std::string, std::vector<std::unique_ptr<UpstreamConn>>> pool;
+  std::thread thread;
+};
+
+// What the TLS callbacks need to know about the connection being handshaken.
+struct HandshakeState {
+  Gateway::Impl* impl = nullptr;
+  std::string expected_host;  // CONNECT authority host; empty in transparent mode
+  std::string profile;        // transparent mode: the SNI must be a destination of it
+  uint16_t port = 443;
+  std::string sni;            // set when accepted
+  std::string refusal;        // set when refused
+};
+
+}  // namespace cordon::gateway::detail
+
+namespace cordon::gateway {
+
+struct Gateway::Impl {
+  GatewayOptions options;
+  GatewayPorts ports;
+  detail::Metrics metrics;
+
+  mutable std::mutex policy_mu;
+  std::shared_ptr<const PolicyView> policy;
+  std::shared_ptr<const PolicyView> current_policy() const {
+    std::lock_guard lk(policy_mu);
+    return policy;
+  }
+
+  std::unique_ptr<detail::ssl::context> server_tls;
+  std::unique_ptr<detail::ssl::context> upstream_tls;
+  int handshake_ex_index = -1;
+  int session_key_ex_index = -1;
+
+  std::vector<std::unique_ptr<detail::Worker>> workers;
+  std::atomic<size_t> next_worker{0};
+  std::vector<std::unique_ptr<detail::tcp::acceptor>> proxy_acceptors;
+  std::vector<std::unique_ptr<detail::tcp::acceptor>> transparent_acceptors;
+  std::unique_ptr<detail::tcp::acceptor> admin_tcp;
+  std::unique_ptr<detail::asio::local::stream_protocol::acceptor> admin_unix;
+  std::string admin_unix_path;
+  std::atomic<bool> stopping{false};
+  bool started = false;
+
+  // Audit health: set when an append fails, cleared when one succeeds.
+  std::atomic<bool> audit_failed{false};
+
+  // Leaf cache and mint rate (token bucket), gateway-wide.
+  std::mutex leaf_mu;
+  std::unordered_map<std::string, LeafCert> leaves;
+  double mint_tokens = 0;
+  detail::Clock::time_point mint_refill = detail::Clock::now();
+
+  // TLS session cache for upstreams, by "host:port".
+  std::mutex session_mu;
+  std::unordered_map<std::string, SSL_SESSION*> sessions;
+
+  // Open connections per sandbox.
+  std::mutex conn_mu;
+  std::unordered_map<std::string, uint32_t> conns_per_sandbox;
+
+  ~Impl();
+  detail::Worker& pick_worker() { return *workers[next_worker++ % workers.size()]; }
+  Result<LeafCert> leaf_for(const std::string& sni);
+  void audit(AuditRecord& rec);
+  bool acquire_sandbox_slot(const std::string& id);
+  void release_sandbox_slot(const std::string& id);
+  void store_session(const std::string& key, SSL_SESSION* s);
+  SSL_SESSION* get_session(const std::string& key);
+
+  detail::awaitable<void> accept_loop(detail::tcp::acceptor& acc, bool transparent);
+  detail::awaitable<void> proxy_session(detail::tcp::socket sock);
+  detail::awaitable<void> transparent_session(detail::tcp::socket sock);
+};
+
+}  // namespace cordon::gateway

@@ -1,0 +1,566 @@
+// Gateway lifecycle: io workers (one io_context and thread each), listeners, TLS contexts,
+// the leaf cache with its mint rate, the audit health flag, and the admin/metrics listener.
+#include "gateway/gateway.h"
+
+#include <netinet/in.h>
+#include <utility>
+#include <openssl/err.h>
+#include <sys/stat.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cmath>
+#include <cstdio>
+
+#include "gateway/detail/impl.h"
+
+namespace cordon::gateway {
+
+using namespace detail;
+using asio::redirect_error;
+using asio::use_awaitable;
+
+// ---- streams and deadline ---------------------------------------------------------------------
+
+namespace detail {
+
+awaitable<size_t> PlainStream::read_some(asio::mutable_buffer b, error_code& ec) {
+  co_return co_await s_.async_read_some(b, redirect_error(use_awaitable, ec));
+}
+awaitable<void> PlainStream::write_all(asio::const_buffer b, error_code& ec) {
+  co_await asio::async_write(s_, b, redirect_error(use_awaitable, ec));
+}
+awaitable<size_t> TlsStream::read_some(asio::mutable_buffer b, error_code& ec) {
+  co_return co_await s_.async_read_some(b, redirect_error(use_awaitable, ec));
+}
+awaitable<void> TlsStream::write_all(asio::const_buffer b, error_code& ec) {
+  co_await asio::async_write(s_, b, redirect_error(use_awaitable, ec));
+}
+
+void Deadline::start() {
+  asio::co_spawn(
+      timer_.get_executor(),
+      [self = shared_from_this()]() -> awaitable<void> {
+        while (!self->stopped_) {
+          self->timer_.expires_at(self->deadline_);
+          error_code ec;
+          co_await self->timer_.async_wait(redirect_error(use_awaitable, ec));
+          if (self->stopped_) break;
+          if (self->deadline_ <= Clock::now()) {
+            self->fired_ = true;
+            if (self->on_expire) self->on_expire();
+            self->deadline_ = Clock::time_point::max();
+          }
+        }
+      },
+      asio::detached);
+}
+
+void Metrics::observe_latency(uint64_t us) {
+  double s = static_cast<double>(us) / 1e6;
+  size_t i = 0;
+  while (i < kBuckets && s > kBucketsSec[i]) ++i;
+  latency_bucket[i]++;
+  latency_sum_us += us;
+  latency_count++;
+}
+
+std::string Metrics::render() const {
+  std::string o;
+  auto counter = [&](const char* name, const char* help, uint64_t v, const char* labels = "") {
+    o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n";
+    o += std::string(name) + labels + " " + std::to_string(v) + "\n";
+  };
+  counter("cordon_connections_total", "Client connections accepted.", connections_total);
+  o += "# HELP cordon_connections_active Client connections open.\n"
+       "# TYPE cordon_connections_active gauge\n"
+       "cordon_connections_active " + std::to_string(connections_active.load()) + "\n";
+  counter("cordon_connections_refused_total", "Connections refused before any request.",
+          connections_refused);
+  o += "# HELP cordon_requests_total Requests by decision.\n# TYPE cordon_requests_total counter\n";
+  o += "cordon_requests_total{decision=\"allow\"} " + std::to_string(requests_allow) + "\n";
+  o += "cordon_requests_total{decision=\"deny\"} " + std::to_string(requests_deny) + "\n";
+  o += "cordon_requests_total{decision=\"error\"} " + std::to_string(requests_error) + "\n";
+  o += "# HELP cordon_bytes_total Body bytes forwarded.\n# TYPE cordon_bytes_total counter\n";
+  o += "cordon_bytes_total{direction=\"up\"} " + std::to_string(bytes_up) + "\n";
+  o += "cordon_bytes_total{direction=\"down\"} " + std::to_string(bytes_down) + "\n";
+  counter("cordon_upstream_errors_total", "Upstream connect, TLS or protocol failures.",
+          upstream_errors);
+  counter("cordon_upstream_connects_total", "New upstream connections.", upstream_connects);
+  counter("cordon_upstream_reused_total", "Requests served on a pooled upstream connection.",
+          upstream_reused);
+  counter("cordon_upstream_tls_resumed_total", "Upstream TLS handshakes resumed.", tls_resumed);
+  counter("cordon_cert_mints_total", "Leaf certificates minted.", cert_mints);
+  counter("cordon_cert_mints_refused_total", "Leaf mints refused by the mint rate.",
+          cert_mint_refused);
+  counter("cordon_audit_failures_total", "Audit appends that failed.", audit_failures);
+  o += "# HELP cordon_reloads_total Policy reloads by outcome.\n# TYPE cordon_reloads_total counter\n";
+  o += "cordon_reloads_total{result=\"ok\"} " + std::to_string(reloads_ok) + "\n";
+  o += "cordon_reloads_total{result=\"failed\"} " + std::to_string(reloads_failed) + "\n";
+  o += "# HELP cordon_request_duration_seconds Request latency through the gateway.\n"
+       "# TYPE cordon_request_duration_seconds histogram\n";
+  uint64_t cum = 0;
+  for (size_t i = 0; i <= kBuckets; ++i) {
+    cum += latency_bucket[i];
+    char le[32];
+    if (i < kBuckets) {
+      std::snprintf(le, sizeof le, "%g", kBucketsSec[i]);
+    } else {
+      std::snprintf(le, sizeof le, "+Inf");
+    }
+    o += std::string("cordon_request_duration_seconds_bucket{le=\"") + le + "\"} " +
+         std::to_string(cum) + "\n";
+  }
+  char sum[64];
+  std::snprintf(sum, sizeof sum, "%.6f", static_cast<double>(latency_sum_us) / 1e6);
+  o += std::string("cordon_request_duration_seconds_sum ") + sum + "\n";
+  o += "cordon_request_duration_seconds_count " + std::to_string(latency_count) + "\n";
+  return o;
+}
+
+}  // namespace detail
+
+// ---- Impl -------------------------------------------------------------------------------------
+
+Gateway::Impl::~Impl() {
+  for (auto& [k, s] : sessions) SSL_SESSION_free(s);
+}
+
+Result<LeafCert> Gateway::Impl::leaf_for(const std::string& sni) {
+  std::lock_guard lk(leaf_mu);
+  if (auto it = leaves.find(sni); it != leaves.end()) return it->second;
+  auto now = Clock::now();
+  double elapsed = std::chrono::duration<double>(now - mint_refill).count();
+  mint_refill = now;
+  double rate = options.limits.max_mints_per_second;
+  mint_tokens = std::min(rate, mint_tokens + elapsed * rate);
+  if (mint_tokens < 1) {
+    metrics.cert_mint_refused++;
+    return fail("mint rate exceeded for " + sni);
+  }
+  mint_tokens -= 1;
+  auto leaf = ports.certs->leaf_for(sni);
+  if (!leaf) return leaf;
+  metrics.cert_mints++;
+  // Bounded: the oldest entries are not tracked, so drop everything when full (the provider
+  // keeps its own cache; this one only spares the lock and the rate budget).
+  if (leaves.size() >= 10000) leaves.clear();
+  leaves.emplace(sni, *leaf);
+  return leaf;
+}
+
+void Gateway::Impl::audit(AuditRecord& rec) {
+  Status s = ports.audit->append(rec);
+  if (!s) {
+    metrics.audit_failures++;
+    audit_failed = true;
+  } else {
+    audit_failed = false;
+  }
+}
+
+bool Gateway::Impl::acquire_sandbox_slot(const std::string& id) {
+  std::lock_guard lk(conn_mu);
+  auto& n = conns_per_sandbox[id];
+  if (n >= options.limits.max_connections_per_sandbox) return false;
+  ++n;
+  return true;
+}
+
+void Gateway::Impl::release_sandbox_slot(const std::string& id) {
+  std::lock_guard lk(conn_mu);
+  auto it = conns_per_sandbox.find(id);
+  if (it != conns_per_sandbox.end() && --it->second == 0) conns_per_sandbox.erase(it);
+}
+
+void Gateway::Impl::store_session(const std::string& key, SSL_SESSION* s) {
+  std::lock_guard lk(session_mu);
+  auto& slot = sessions[key];
+  if (slot) SSL_SESSION_free(slot);
+  slot = s;
+}
+
+SSL_SESSION* Gateway::Impl::get_session(const std::string& key) {
+  std::lock_guard lk(session_mu);
+  auto it = sessions.find(key);
+  if (it == sessions.end()) return nullptr;
+  if (!SSL_SESSION_is_resumable(it->second)) return nullptr;
+  SSL_SESSION_up_ref(it->second);
+  return it->second;
+}
+
+// ---- TLS callbacks ----------------------------------------------------------------------------
+
+namespace {
+
+int servername_cb(SSL* ssl, int* alert, void* arg) {
+  auto* impl = static_cast<Gateway::Impl*>(arg);
+  auto* hs = static_cast<HandshakeState*>(SSL_get_ex_data(ssl, impl->handshake_ex_index));
+  if (!hs) {
+    *alert = SSL_AD_INTERNAL_ERROR;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  }
+  const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+  if (!name) {
+    hs->refusal = "no_sni";
+    *alert = SSL_AD_UNRECOGNIZED_NAME;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  }
+  auto auth = parse_authority(name);
+  if (!auth || auth->port != 0 || auth->host.find(':') != std::string::npos) {
+    hs->refusal = "invalid_sni";
+    *alert = SSL_AD_UNRECOGNIZED_NAME;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  }
+  hs->sni = auth->host;
+  if (!hs->expected_host.empty() && auth->host != hs->expected_host) {
+    hs->refusal = "sni_connect_mismatch";
+    *alert = SSL_AD_UNRECOGNIZED_NAME;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  }
+  auto policy = impl->current_policy();
+  if (!policy) {
+    hs->refusal = "policy_not_loaded";
+    *alert = SSL_AD_INTERNAL_ERROR;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  }
+  auto dest = policy->destination(hs->profile, auth->host, hs->port);
+  if (!dest || dest->tls != TlsMode::kIntercept) {
+    hs->refusal = dest ? "passthrough_not_intercepted" : "sni_not_allowed";
+    *alert = SSL_AD_UNRECOGNIZED_NAME;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  }
+  auto leaf = impl->leaf_for(auth->host);
+  if (!leaf) {
+    hs->refusal = "leaf_unavailable";
+    *alert = SSL_AD_INTERNAL_ERROR;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  }
+  if (SSL_use_certificate(ssl, leaf->cert.get()) != 1 ||
+      SSL_use_PrivateKey(ssl, leaf->key.get()) != 1) {
+    hs->refusal = "leaf_rejected";
+    *alert = SSL_AD_INTERNAL_ERROR;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  }
+  for (const auto& c : leaf->chain) SSL_add1_chain_cert(ssl, c.get());
+  return SSL_TLSEXT_ERR_OK;
+}
+
+int alpn_cb(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+            unsigned int inlen, void*) {
+  // http/1.1 only for now; a client offering only h2 gets no ALPN (and speaks HTTP/1.1 or
+  // fails).
+  unsigned i = 0;
+  while (i < inlen) {
+    unsigned len = in[i];
+    if (i + 1 + len > inlen) break;
+    if (len == 8 && std::memcmp(in + i + 1, "http/1.1", 8) == 0) {
+      *out = in + i + 1;
+      *outlen = 8;
+      return SSL_TLSEXT_ERR_OK;
+    }
+    i += 1 + len;
+  }
+  return SSL_TLSEXT_ERR_NOACK;
+}
+
+int g_session_impl_index = -1;
+
+int new_session_cb(SSL* ssl, SSL_SESSION* sess) {
+  auto* impl = static_cast<Gateway::Impl*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), g_session_impl_index));
+  auto* key = static_cast<std::string*>(SSL_get_ex_data(ssl, impl->session_key_ex_index));
+  if (!key) return 0;
+  impl->store_session(*key, sess);
+  return 1;  // we keep the reference
+}
+
+void free_key(void*, void* ptr, CRYPTO_EX_DATA*, int, long, void*) {
+  delete static_cast<std::string*>(ptr);
+}
+
+}  // namespace
+
+// ---- Gateway --------------------------------------------------------------------------------
+
+Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Gateway::~Gateway() {
+  stop(0);
+}
+
+Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options, GatewayPorts ports) {
+  if (!ports.certs || !ports.sandboxes || !ports.credentials || !ports.audit) {
+    return fail("gateway: every port (certs, sandboxes, credentials, audit) must be set");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->ports = std::move(ports);
+  impl->mint_tokens = impl->options.limits.max_mints_per_second;
+  unsigned n = impl->options.threads ? impl->options.threads : std::thread::hardware_concurrency();
+  if (n == 0) n = 1;
+  for (unsigned i = 0; i < n; ++i) impl->workers.push_back(std::make_unique<Worker>());
+
+  impl->handshake_ex_index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  impl->session_key_ex_index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, &free_key);
+  if (g_session_impl_index < 0) {
+    g_session_impl_index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  }
+
+  try {
+    impl->server_tls = std::make_unique<ssl::context>(ssl::context::tls_server);
+    SSL_CTX* sctx = impl->server_tls->native_handle();
+    SSL_CTX_set_min_proto_version(sctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(sctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+    SSL_CTX_set_tlsext_servername_callback(sctx, &servername_cb);
+    SSL_CTX_set_tlsext_servername_arg(sctx, impl.get());
+    SSL_CTX_set_alpn_select_cb(sctx, &alpn_cb, nullptr);
+
+    impl->upstream_tls = std::make_unique<ssl::context>(ssl::context::tls_client);
+    SSL_CTX* cctx = impl->upstream_tls->native_handle();
+    SSL_CTX_set_min_proto_version(cctx, TLS1_2_VERSION);
+    if (impl->options.system_trust_store) impl->upstream_tls->set_default_verify_paths();
+    for (const auto& f : impl->options.upstream_ca_files) {
+      boost::system::error_code ec;
+      impl->upstream_tls->load_verify_file(f, ec);
+      if (ec) return fail("gateway: loading upstream CA file " + f + ": " + ec.message());
+    }
+    impl->upstream_tls->set_verify_mode(ssl::verify_peer);
+    static const unsigned char kAlpn[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+    SSL_CTX_set_alpn_protos(cctx, kAlpn, sizeof kAlpn);
+    SSL_CTX_set_session_cache_mode(cctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(cctx, &new_session_cb);
+    SSL_CTX_set_ex_data(cctx, g_session_impl_index, impl.get());
+  } catch (const boost::system::system_error& e) {
+    return fail(std::string("gateway: TLS setup: ") + e.what());
+  }
+  return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
+}
+
+void Gateway::set_policy(std::shared_ptr<const PolicyView> policy) {
+  std::lock_guard lk(impl_->policy_mu);
+  impl_->policy = std::move(policy);
+}
+
+void Gateway::note_reload(bool ok) {
+  (ok ? impl_->metrics.reloads_ok : impl_->metrics.reloads_failed)++;
+}
+
+std::string Gateway::metrics_text() const {
+  return impl_->metrics.render();
+}
+
+namespace {
+
+Result<tcp::endpoint> parse_listen(const std::string& addr) {
+  size_t colon = addr.rfind(':');
+  if (colon == std::string::npos) return fail("listen address '" + addr + "': expected ADDR:PORT");
+  std::string host = addr.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  boost::system::error_code ec;
+  auto a = asio::ip::make_address(host, ec);
+  if (ec) return fail("listen address '" + addr + "': bad IP address");
+  char* end = nullptr;
+  long port = std::strtol(addr.c_str() + colon + 1, &end, 10);
+  if (*end != '\0' || port < 0 || port > 65535) return fail("listen address '" + addr + "': bad port");
+  return tcp::endpoint(a, static_cast<uint16_t>(port));
+}
+
+Result<std::unique_ptr<tcp::acceptor>> open_acceptor(asio::io_context& ctx, const std::string& addr,
+                                                     bool transparent) {
+  auto ep = parse_listen(addr);
+  if (!ep) return fail(ep.error());
+  auto acc = std::make_unique<tcp::acceptor>(ctx);
+  boost::system::error_code ec;
+  acc->open(ep->protocol(), ec);
+  if (!ec) acc->set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec && transparent) {
+    int one = 1;
+    int level = ep->address().is_v6() ? SOL_IPV6 : SOL_IP;
+    int opt = ep->address().is_v6() ? IPV6_TRANSPARENT : IP_TRANSPARENT;
+    if (::setsockopt(acc->native_handle(), level, opt, &one, sizeof one) != 0) {
+      return fail("listen " + addr + ": IP_TRANSPARENT: " + std::strerror(errno) +
+                  " (needs CAP_NET_ADMIN)");
+    }
+  }
+  if (!ec) acc->bind(*ep, ec);
+  if (!ec) acc->listen(1024, ec);
+  if (ec) return fail("listen " + addr + ": " + ec.message());
+  return acc;
+}
+
+}  // namespace
+
+Result<uint16_t> Gateway::listen_proxy(const std::string& addr) {
+  auto acc = open_acceptor(impl_->workers[0]->ctx, addr, false);
+  if (!acc) return fail(acc.error());
+  uint16_t port = (*acc)->local_endpoint().port();
+  impl_->proxy_acceptors.push_back(std::move(*acc));
+  return port;
+}
+
+Result<uint16_t> Gateway::listen_transparent(const std::string& addr) {
+  auto acc = open_acceptor(impl_->workers[0]->ctx, addr, true);
+  if (!acc) return fail(acc.error());
+  uint16_t port = (*acc)->local_endpoint().port();
+  impl_->transparent_acceptors.push_back(std::move(*acc));
+  return port;
+}
+
+awaitable<void> Gateway::Impl::accept_loop(tcp::acceptor& acc, bool transparent) {
+  while (!stopping) {
+    Worker& w = pick_worker();
+    error_code ec;
+    tcp::socket sock = co_await acc.async_accept(w.ctx, redirect_error(use_awaitable, ec));
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !acc.is_open()) co_return;
+      continue;  // e.g. EMFILE: keep serving the others
+    }
+    if (transparent) {
+      asio::co_spawn(w.ctx, transparent_session(std::move(sock)), asio::detached);
+    } else {
+      asio::co_spawn(w.ctx, proxy_session(std::move(sock)), asio::detached);
+    }
+  }
+}
+
+// ---- admin ------------------------------------------------------------------------------------
+
+namespace {
+
+template <class Socket>
+awaitable<void> admin_session(Gateway::Impl* impl, Socket sock) {
+  std::string req;
+  char buf[1024];
+  auto timer = std::make_shared<asio::steady_timer>(sock.get_executor());
+  timer->expires_after(std::chrono::seconds(5));
+  timer->async_wait([&sock](error_code ec) {
+    if (!ec) sock.close(ec);
+  });
+  while (req.find("\r\n\r\n") == std::string::npos && req.size() < 8192) {
+    error_code ec;
+    size_t n = co_await sock.async_read_some(asio::buffer(buf), redirect_error(use_awaitable, ec));
+    if (ec) {
+      timer->cancel();
+      co_return;
+    }
+    req.append(buf, n);
+  }
+  timer->cancel();
+  std::string status = "404 Not Found", body = "not found\n", type = "text/plain";
+  if (req.rfind("GET /healthz ", 0) == 0) {
+    if (impl->current_policy()) {
+      status = "200 OK";
+      body = "ok\n";
+    } else {
+      status = "503 Service Unavailable";
+      body = "policy not loaded\n";
+    }
+  } else if (req.rfind("GET /metrics ", 0) == 0) {
+    status = "200 OK";
+    body = impl->metrics.render();
+    type = "text/plain; version=0.0.4";
+  }
+  std::string out = "HTTP/1.1 " + status + "\r\nContent-Type: " + type +
+                    "\r\nContent-Length: " + std::to_string(body.size()) +
+                    "\r\nConnection: close\r\n\r\n" + body;
+  error_code ec;
+  co_await asio::async_write(sock, asio::buffer(out), redirect_error(use_awaitable, ec));
+  sock.close(ec);
+}
+
+template <class Acceptor>
+awaitable<void> admin_accept(Gateway::Impl* impl, Acceptor& acc) {
+  while (!impl->stopping) {
+    error_code ec;
+    auto sock = co_await acc.async_accept(redirect_error(use_awaitable, ec));
+    if (ec) {
+      if (!acc.is_open()) co_return;
+      continue;
+    }
+    asio::co_spawn(acc.get_executor(), admin_session(impl, std::move(sock)), asio::detached);
+  }
+}
+
+}  // namespace
+
+Result<std::string> Gateway::listen_admin(const std::string& addr) {
+  auto& ctx = impl_->workers[0]->ctx;
+  if (addr.rfind("unix:", 0) == 0) {
+    std::string path = addr.substr(5);
+    ::unlink(path.c_str());
+    auto acc = std::make_unique<asio::local::stream_protocol::acceptor>(ctx);
+    boost::system::error_code ec;
+    acc->open(asio::local::stream_protocol(), ec);
+    mode_t old = ::umask(0077);  // 0600 from birth: no window where others could connect
+    if (!ec) acc->bind(asio::local::stream_protocol::endpoint(path), ec);
+    ::umask(old);
+    if (!ec) acc->listen(64, ec);
+    if (ec) return fail("admin listen " + addr + ": " + ec.message());
+    impl_->admin_unix = std::move(acc);
+    impl_->admin_unix_path = path;
+    return addr;
+  }
+  auto ep = parse_listen(addr);
+  if (!ep) return fail(ep.error());
+  if (!ep->address().is_loopback()) {
+    return fail("admin listen " + addr + ": must be a loopback address or unix:PATH");
+  }
+  auto acc = open_acceptor(ctx, addr, false);
+  if (!acc) return fail(acc.error());
+  auto bound = (*acc)->local_endpoint();
+  impl_->admin_tcp = std::move(*acc);
+  return bound.address().to_string() + ":" + std::to_string(bound.port());
+}
+
+void Gateway::start() {
+  if (impl_->started) return;
+  impl_->started = true;
+  auto& ctx0 = impl_->workers[0]->ctx;
+  for (auto& a : impl_->proxy_acceptors) {
+    asio::co_spawn(ctx0, impl_->accept_loop(*a, false), asio::detached);
+  }
+  for (auto& a : impl_->transparent_acceptors) {
+    asio::co_spawn(ctx0, impl_->accept_loop(*a, true), asio::detached);
+  }
+  if (impl_->admin_tcp) asio::co_spawn(ctx0, admin_accept(impl_.get(), *impl_->admin_tcp), asio::detached);
+  if (impl_->admin_unix) asio::co_spawn(ctx0, admin_accept(impl_.get(), *impl_->admin_unix), asio::detached);
+  for (auto& w : impl_->workers) {
+    Worker* wp = w.get();
+    wp->thread = std::thread([wp] {
+      auto guard = asio::make_work_guard(wp->ctx);
+      wp->ctx.run();
+    });
+  }
+}
+
+void Gateway::stop(unsigned grace_ms) {
+  if (!impl_ || impl_->stopping.exchange(true)) return;
+  auto& ctx0 = impl_->workers[0]->ctx;
+  auto close_all = [impl = impl_.get()] {
+    error_code ec;
+    for (auto& a : impl->proxy_acceptors) a->close(ec);
+    for (auto& a : impl->transparent_acceptors) a->close(ec);
+    if (impl->admin_tcp) impl->admin_tcp->close(ec);
+    if (impl->admin_unix) impl->admin_unix->close(ec);
+  };
+  if (impl_->started) {
+    asio::post(ctx0, close_all);
+    auto until = Clock::now() + std::chrono::milliseconds(grace_ms);
+    while (impl_->metrics.connections_active.load() > 0 && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    for (auto& w : impl_->workers) w->ctx.stop();
+    for (auto& w : impl_->workers) {
+      if (w->thread.joinable()) w->thread.join();
+    }
+  } else {
+    close_all();
+  }
+  // Pooled upstream connections and sessions die with their io_contexts.
+  for (auto& w : impl_->workers) w->pool.clear();
+  if (!impl_->admin_unix_path.empty()) ::unlink(impl_->admin_unix_path.c_str());
+}
+
+}  // namespace cordon::gateway

@@ -1,0 +1,74 @@
+// cordon's gateway: the Boost.Asio data path (design.md §2). It owns the listeners (explicit
+// proxy, transparent, admin/metrics), TLS interception, HTTP/1.1 proxying, the upstream pool
+// and the metrics; it reaches the CA, policy, vault and audit log only through gateway/ports.h.
+//
+// Trust: the sandbox is an untrusted client, the internet an untrusted server. The operator
+// (options, ports) is trusted. Fail closed: until set_policy() has been called, nothing flows.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "gateway/limits.h"
+#include "gateway/ports.h"
+
+namespace cordon::gateway {
+
+struct GatewayOptions {
+  Limits limits;
+  // Static name → address map (an operator statement; the floors still apply to it).
+  std::map<std::string, std::string> resolve;
+  // Extra trust anchors for upstream certificates, besides the system store.
+  std::vector<std::string> upstream_ca_files;
+  // Use the system trust store for upstreams (tests turn it off to stay hermetic).
+  bool system_trust_store = true;
+  // If the audit sink fails, deny requests (design.md §3). false = let them through.
+  bool deny_on_audit_failure = true;
+  // io threads (one io_context each); 0 = hardware concurrency.
+  unsigned threads = 0;
+};
+
+struct GatewayPorts {
+  std::shared_ptr<CertProvider> certs;
+  std::shared_ptr<SandboxDirectory> sandboxes;
+  std::shared_ptr<CredentialSource> credentials;
+  std::shared_ptr<AuditSink> audit;
+};
+
+class Gateway {
+ public:
+  static Result<std::unique_ptr<Gateway>> create(GatewayOptions options, GatewayPorts ports);
+  ~Gateway();
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  // Atomically replaces the policy snapshot: requests already parsed keep the one they took,
+  // every later request (also on open connections) uses the new one.
+  void set_policy(std::shared_ptr<const PolicyView> policy);
+
+  // Listeners. "ADDR:PORT" (port 0 = any); the bound port is returned. Call before start().
+  Result<uint16_t> listen_proxy(const std::string& addr);
+  Result<uint16_t> listen_transparent(const std::string& addr);
+  // "ADDR:PORT" on loopback, or "unix:PATH" (created 0600). Returns the bound address.
+  Result<std::string> listen_admin(const std::string& addr);
+
+  void start();
+  // Graceful: stops accepting, waits up to `grace_ms` for open connections, then cancels.
+  void stop(unsigned grace_ms = 2000);
+
+  // Prometheus text exposition of the metrics.
+  std::string metrics_text() const;
+  // Records a reload outcome (audited by the caller's sink as well).
+  void note_reload(bool ok);
+
+  struct Impl;
+
+ private:
+  explicit Gateway(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cordon::gateway

@@ -1,0 +1,164 @@
+// The narrow interfaces ("ports") through which the gateway data path reaches the rest of
+// cordon: the CA (leaf certificates), the policy (decisions, path canonicalization, floors),
+// the vault (secret values, proxy tokens, sandbox identities) and the audit log. The data path
+// is built and tested against in-memory fakes of these; gateway/adapters/ binds them to the
+// real libraries.
+//
+// Trust: implementations are trusted (they are cordon's own components). Everything passed
+// *into* them from the gateway comes from an untrusted sandbox and has only been parsed, not
+// believed. Implementations must be thread-safe: the gateway calls them from every io thread.
+#pragma once
+
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace cordon::gateway {
+
+// ---- CA -------------------------------------------------------------------------------------
+
+struct LeafCert {
+  std::shared_ptr<X509> cert;            // leaf for the SNI
+  std::shared_ptr<EVP_PKEY> key;         // the (shared) leaf key
+  std::vector<std::shared_ptr<X509>> chain;  // intermediates, may be empty
+};
+
+class CertProvider {
+ public:
+  virtual ~CertProvider() = default;
+  // A leaf certificate for `sni` (already validated as a host name by the caller). May mint;
+  // must be fast when cached.
+  virtual Result<LeafCert> leaf_for(std::string_view sni) = 0;
+};
+
+// ---- Policy ---------------------------------------------------------------------------------
+
+enum class TlsMode { kIntercept, kPassthrough };
+enum class TokenMode { kOff, kOptional, kRequired };
+
+struct CredentialSpec {
+  std::string name;         // credential name (audited)
+  std::string secret_name;  // vault secret name
+  std::string header;       // header the credential sets, e.g. "Authorization"
+  std::string format;       // e.g. "Bearer {secret}"
+  TokenMode token = TokenMode::kOff;
+};
+
+struct DestinationInfo {
+  std::string id;
+  TlsMode tls = TlsMode::kIntercept;
+  bool plaintext_credentials = false;  // the rule opts in to credentials over plain HTTP
+  // The header names of every credential reachable through this destination's routes: they
+  // are stripped from client requests whatever the route.
+  std::vector<std::string> credential_headers;
+};
+
+struct RequestFacts {
+  std::string_view profile;
+  std::string_view host;  // lower-case, no port
+  uint16_t port = 0;
+  std::string_view method;
+  std::string_view path;  // canonical path (with canonical query, if any)
+  bool tls = true;
+};
+
+struct Decision {
+  bool allow = false;
+  bool report_only = false;  // mode: report: decided deny, but let through (audited)
+  std::string rule;          // rule id that decided (route id, or "default-deny", "floors")
+  std::string destination;   // destination id, empty if none matched
+  std::string route;         // route id, empty if none matched
+  std::optional<CredentialSpec> credential;
+  std::string reason;  // short machine word: "no_destination", "no_route", "route_deny", ...
+};
+
+class PolicyView {
+ public:
+  virtual ~PolicyView() = default;
+  // The destination that (profile, host, port) falls into, if any.
+  virtual std::optional<DestinationInfo> destination(std::string_view profile,
+                                                     std::string_view host,
+                                                     uint16_t port) const = 0;
+  virtual Decision decide(const RequestFacts& facts) const = 0;
+  // Canonical form of a request target's path+query; error = ambiguous (answered with 400).
+  virtual Result<std::string> canonicalize_path(std::string_view target) const = 0;
+  // The floors: true if the gateway must never connect to this address (IPv4 or IPv6 text).
+  virtual bool address_denied(std::string_view ip) const = 0;
+};
+
+// ---- Vault ----------------------------------------------------------------------------------
+
+struct SandboxInfo {
+  std::string id;
+  std::string profile;
+};
+
+class SandboxDirectory {
+ public:
+  virtual ~SandboxDirectory() = default;
+  // Explicit proxy: Proxy-Authorization Basic id:secret. nullopt = unknown id or bad secret.
+  virtual std::optional<SandboxInfo> by_proxy_credentials(std::string_view id,
+                                                          std::string_view secret) const = 0;
+  // Transparent mode: by source address (textual IPv4/IPv6).
+  virtual std::optional<SandboxInfo> by_address(std::string_view ip) const = 0;
+};
+
+struct TokenInfo {
+  std::string id;          // token id (audited; never the token value)
+  std::string sandbox_id;  // bound sandbox
+  std::string credential;  // bound credential name
+  bool active = false;     // unrevoked and unexpired, right now
+};
+
+class CredentialSource {
+ public:
+  virtual ~CredentialSource() = default;
+  virtual Result<std::string> secret_value(std::string_view secret_name) const = 0;
+  // True if `word` has the shape of a proxy token (so that it is never forwarded anywhere).
+  virtual bool looks_like_token(std::string_view word) const = 0;
+  // Looks a token up; nullopt = unknown token (still treated as a token if it looks like one).
+  virtual std::optional<TokenInfo> lookup_token(std::string_view token) const = 0;
+};
+
+// ---- Audit ----------------------------------------------------------------------------------
+
+struct AuditRecord {
+  std::string kind;  // "request" | "connection" | "reload"
+  std::string request_id;
+  std::string sandbox;
+  std::string src;  // ip:port
+  std::string dst;  // original destination ip:port (transparent) or CONNECT authority
+  std::string sni;
+  std::string host;
+  std::string method;
+  std::string path;  // canonical path (never a raw, ambiguous one)
+  std::string destination;
+  std::string route;
+  std::string rule;
+  std::string decision;  // "allow" | "deny" | "error"
+  std::string reason;
+  int status = 0;
+  uint64_t bytes_up = 0;    // request body bytes forwarded
+  uint64_t bytes_down = 0;  // response body bytes returned
+  uint64_t duration_us = 0;
+  std::string credential;  // credential name, never a value
+  std::string token_id;    // token id, never a value
+};
+
+class AuditSink {
+ public:
+  virtual ~AuditSink() = default;
+  // Must not block for long (the real writer is asynchronous). An error means the line may be
+  // lost: the gateway then denies requests (fail closed) until an append succeeds again.
+  virtual Status append(const AuditRecord& record) = 0;
+};
+
+}  // namespace cordon::gateway

@@ -1,0 +1,75 @@
+// The per-request path as a chain of single-purpose, socket-free stages:
+//   check (framing/smuggling shapes, Host vs verified host, absolute-form)
+//   → canonicalize (policy's path function; ambiguous → 400)
+//   → decide (policy; deny → 403)
+//   → credentials (strip what the destination's credentials set; inject, or swap a proxy
+//     token; a token anywhere else → token_misuse)
+//   → upstream head (origin-form, hop-by-hop removed).
+// Forwarding and audit are done by the session with the Verdict this returns.
+//
+// Trust: the request head comes from an untrusted sandbox; ConnectionFacts were established
+// by the gateway (verified SNI or CONNECT authority, sandbox identity). PolicyView and
+// CredentialSource are trusted.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gateway/detail/http_parser.h"
+#include "gateway/ports.h"
+
+namespace cordon::gateway {
+
+struct ConnectionFacts {
+  SandboxInfo sandbox;
+  // TLS: the verified SNI (lower-case). Plain HTTP: empty (the host comes from the request).
+  std::string host;
+  uint16_t port = 0;
+  bool tls = true;
+  // Explicit proxy over plain HTTP: requests must be absolute-form.
+  bool absolute_form_required = false;
+};
+
+struct Verdict {
+  int status = 0;       // 0 = forward; else answer with this status and `error` body
+  std::string error;    // JSON error word: "egress_denied", "bad_request", ...
+  std::string reason;   // machine word for audit
+  Decision decision;
+  std::string host;     // host the request goes to (lower-case, no port)
+  uint16_t port = 0;
+  std::string canonical_path;
+  std::string upstream_target;          // origin-form target sent upstream
+  detail::Headers upstream_headers;     // end-to-end headers to send (Host first), no framing
+  std::vector<std::string> scrub_values;  // secret values never returned to the sandbox
+  std::vector<std::string> dropped_trailers;  // lower-case credential header names
+  std::string credential_name;
+  std::string token_id;
+  bool expect_continue = false;
+};
+
+Verdict evaluate_request(const PolicyView& policy, const CredentialSource& credentials,
+                         const ConnectionFacts& conn, const detail::MessageHead& request);
+
+// The head sent to the sandbox for an upstream response: hop-by-hop headers removed, headers
+// holding any of `scrub_values` removed, framing restated. `close` adds Connection: close.
+std::string render_response_head(const detail::MessageHead& response,
+                                 const std::vector<std::string>& scrub_values, bool close);
+
+// The head sent upstream for an allowed request.
+std::string render_request_head(const detail::MessageHead& request, const Verdict& verdict);
+
+// A small JSON error response ({"error":..., "rule":..., "request_id":...}).
+std::string render_error_response(int status, const std::string& error, const std::string& rule,
+                                  const std::string& request_id, bool close,
+                                  const std::string& extra_headers = {});
+
+// "host[:port]" / "[v6]:port" → lower-case host and port (0 if absent). nullopt if malformed.
+struct Authority {
+  std::string host;
+  uint16_t port = 0;
+};
+std::optional<Authority> parse_authority(std::string_view text);
+
+}  // namespace cordon::gateway

@@ -1,0 +1,815 @@
+// Client sessions: explicit proxy (CONNECT / absolute-form), transparent (443 TLS, 80 plain),
+// and the HTTP/1.1 exchange loop shared by both. A connection is a stack of coroutines that
+// share one client buffer (so nothing read while looking at the first bytes is lost), one
+// deadline whose length follows the phase, and one worker (io thread).
+//
+// Trust: everything read from the client socket is from an untrusted sandbox; everything read
+// from an upstream socket is from an untrusted server. Neither can make the gateway hold more
+// than the io buffers plus one head per direction.
+#include <netinet/in.h>
+#include <utility>
+#include <poll.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "common/crypto.h"
+#include "common/encoding.h"
+#include "gateway/detail/impl.h"
+
+namespace cordon::gateway {
+
+using namespace detail;
+using asio::redirect_error;
+using asio::use_awaitable;
+
+namespace {
+
+std::string endpoint_text(const tcp::endpoint& ep) {
+  auto a = ep.address();
+  std::string host = a.is_v6() ? "[" + a.to_string() + "]" : a.to_string();
+  return host + ":" + std::to_string(ep.port());
+}
+
+std::string address_text(const asio::ip::address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).to_string();
+  }
+  return a.to_string();
+}
+
+uint64_t micros_since(Clock::time_point t) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count());
+}
+
+// The client side of one connection: stream, buffer window, deadline.
+struct ClientSide {
+  std::unique_ptr<ByteStream> stream;
+  std::vector<char> buf;
+  size_t pos = 0;  // unconsumed window [pos, end)
+  size_t end = 0;
+  std::shared_ptr<Deadline> deadline;
+  std::string src, dst;
+  size_t available() const { return end - pos; }
+};
+
+// Reads more client bytes into the window. Returns false on EOF/error.
+awaitable<bool> read_more(ClientSide& c) {
+  if (c.pos == c.end) c.pos = c.end = 0;
+  if (c.end == c.buf.size()) {
+    // Compact: move the unconsumed tail to the front.
+    std::memmove(c.buf.data(), c.buf.data() + c.pos, c.end - c.pos);
+    c.end -= c.pos;
+    c.pos = 0;
+    if (c.end == c.buf.size()) co_return false;
+  }
+  error_code ec;
+  size_t n = co_await c.stream->read_some(asio::buffer(c.buf.data() + c.end, c.buf.size() - c.end), ec);
+  if (ec || n == 0) co_return false;
+  c.end += n;
+  co_return true;
+}
+
+enum class HeadResult { kOk, kClosed, kError };
+
+// Reads one request head into `parser` (fresh message). kClosed = clean EOF before any byte.
+awaitable<HeadResult> read_request_head(ClientSide& c, HttpParser& parser, const Limits& limits) {
+  bool started = c.available() > 0;
+  c.deadline->expires_after_ms(started ? limits.header_read_timeout_ms : limits.idle_timeout_ms);
+  while (true) {
+    if (c.available() > 0) {
+      if (!started) {
+        started = true;
+        c.deadline->expires_after_ms(limits.header_read_timeout_ms);
+      }
+      size_t n = parser.feed(c.buf.data() + c.pos, c.available());
+      c.pos += n;
+      if (parser.failed()) co_return HeadResult::kError;
+      if (parser.head_complete()) co_return HeadResult::kOk;
+      if (n > 0 && c.available() > 0) continue;
+    }
+    if (!co_await read_more(c)) co_return started ? HeadResult::kError : HeadResult::kClosed;
+  }
+}
+
+awaitable<void> write_client(ClientSide& c, const std::string& data, error_code& ec) {
+  co_await c.stream->write_all(asio::buffer(data), ec);
+}
+
+std::string new_request_id() {
+  return hex_encode(random_bytes(8));
+}
+
+void close_stream(ByteStream* s) {
+  if (!s) return;
+  error_code ec;
+  s->socket().shutdown(tcp::socket::shutdown_both, ec);
+  s->socket().close(ec);
+}
+
+bool socket_is_stale(tcp::socket& s) {
+  pollfd p{};
+  p.fd = s.native_handle();
+  p.events = POLLIN;
+  int r = ::poll(&p, 1, 0);
+  return r != 0;  // readable (EOF or unexpected bytes) or error: do not reuse
+}
+
+}  // namespace
+
+// ---- upstream ---------------------------------------------------------------------------------
+
+namespace {
+
+struct UpstreamError {
+  int status = 502;
+  std::string reason;
+};
+
+awaitable<std::unique_ptr<UpstreamConn>> connect_upstream(Gateway::Impl& impl, Worker& worker,
+                                                          const PolicyView& policy,
+                                                          const std::string& host, uint16_t port,
+                                                          bool tls, Deadline& deadline,
+                                                          ByteStream*& in_flight,
+                                                          UpstreamError& err) {
+  std::string key = (tls ? "https://" : "http://") + host + ":" + std::to_string(port);
+  auto& idle = worker.pool[key];
+  while (!idle.empty()) {
+    auto conn = std::move(idle.back());
+    idle.pop_back();
+    if (Clock::now() - conn->idle_since <
+            std::chrono::milliseconds(impl.options.limits.pool_idle_timeout_ms) &&
+        !socket_is_stale(conn->stream->socket())) {
+      impl.metrics.upstream_reused++;
+      co_return conn;
+    }
+  }
+  auto ex = co_await asio::this_coro::executor;
+  deadline.expires_after_ms(impl.options.limits.upstream_connect_timeout_ms);
+
+  // Resolve the name ourselves; the sandbox's choice of address is never used.
+  std::vector<asio::ip::address> addrs;
+  error_code ec;
+  auto literal = asio::ip::make_address(host, ec);
+  if (!ec) {
+    addrs.push_back(literal);
+  } else if (auto it = impl.options.resolve.find(host); it != impl.options.resolve.end()) {
+    auto a = asio::ip::make_address(it->second, ec);
+    if (!ec) addrs.push_back(a);
+  } else {
+    tcp::resolver resolver(ex);
+    auto results = co_await resolver.async_resolve(host, std::to_string(port),
+                                                   redirect_error(use_awaitable, ec));
+    if (!ec) {
+      for (const auto& r : results) addrs.push_back(r.endpoint().address());
+    }
+  }
+  if (addrs.empty()) {
+    err = {502, "resolve_failed"};
+    co_return nullptr;
+  }
+  std::vector<asio::ip::address> allowed;
+  for (const auto& a : addrs) {
+    if (!policy.address_denied(address_text(a))) allowed.push_back(a);
+  }
+  if (allowed.empty()) {
+    err = {403, "address_denied"};
+    co_return nullptr;
+  }
+
+  tcp::socket sock(ex);
+  bool connected = false;
+  for (const auto& a : allowed) {
+    error_code cec;
+    sock = tcp::socket(ex);
+    PlainStream* tmp = nullptr;
+    (void)tmp;
+    co_await sock.async_connect(tcp::endpoint(a, port), redirect_error(use_awaitable, cec));
+    if (!cec) {
+      connected = true;
+      break;
+    }
+    if (deadline.fired()) break;
+  }
+  if (!connected) {
+    err = {502, "connect_failed"};
+    co_return nullptr;
+  }
+  sock.set_option(tcp::no_delay(true), ec);
+  auto conn = std::make_unique<UpstreamConn>();
+  conn->key = key;
+  impl.metrics.upstream_connects++;
+  if (!tls) {
+    conn->stream = std::make_unique<PlainStream>(std::move(sock));
+    co_return conn;
+  }
+  auto ts = std::make_unique<TlsStream>(std::move(sock), *impl.upstream_tls);
+  SSL* s = ts->ssl();
+  SSL_set_tlsext_host_name(s, host.c_str());
+  error_code lit_ec;
+  asio::ip::make_address(host, lit_ec);
+  if (!lit_ec) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s), host.c_str());
+  } else {
+    SSL_set_hostflags(s, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    SSL_set1_host(s, host.c_str());
+  }
+  SSL_set_ex_data(s, impl.session_key_ex_index, new std::string(key));
+  if (SSL_SESSION* cached = impl.get_session(key)) {
+    SSL_set_session(s, cached);
+    SSL_SESSION_free(cached);
+  }
+  in_flight = ts.get();
+  co_await ts->stream().async_handshake(ssl::stream_base::client, redirect_error(use_awaitable, ec));
+  in_flight = nullptr;
+  if (ec) {
+    err = {502, deadline.fired() ? "upstream_timeout" : "upstream_tls_failed"};
+    co_return nullptr;
+  }
+  if (SSL_session_reused(s)) impl.metrics.tls_resumed++;
+  conn->stream = std::move(ts);
+  co_return conn;
+}
+
+void return_to_pool(Gateway::Impl& impl, Worker& worker, std::unique_ptr<UpstreamConn> conn) {
+  auto& idle = worker.pool[conn->key];
+  if (idle.size() >= impl.options.limits.pool_max_idle_per_key) return;
+  conn->idle_since = Clock::now();
+  idle.push_back(std::move(conn));
+}
+
+}  // namespace
+
+// ---- the HTTP/1.1 exchange loop -------------------------------------------------------------
+
+namespace {
+
+struct ExchangeContext {
+  Gateway::Impl& impl;
+  Worker& worker;
+  ClientSide& client;
+  ConnectionFacts facts;
+  std::string sni;
+};
+
+AuditRecord base_record(const ExchangeContext& x) {
+  AuditRecord r;
+  r.kind = "request";
+  r.sandbox = x.facts.sandbox.id;
+  r.src = x.client.src;
+  r.dst = x.client.dst;
+  r.sni = x.sni;
+  return r;
+}
+
+void count_decision(Gateway::Impl& impl, const AuditRecord& r) {
+  if (r.decision == "allow") {
+    impl.metrics.requests_allow++;
+  } else if (r.decision == "deny") {
+    impl.metrics.requests_deny++;
+  } else {
+    impl.metrics.requests_error++;
+  }
+  impl.metrics.bytes_up += r.bytes_up;
+  impl.metrics.bytes_down += r.bytes_down;
+  impl.metrics.observe_latency(r.duration_us);
+}
+
+// Answers a request with an error and audits it. Returns true if the connection stays open.
+awaitable<bool> answer_error(ExchangeContext& x, HttpParser& req, AuditRecord& rec, int status,
+                             const std::string& error, const std::string& rule,
+                             const std::string& reason, Clock::time_point t0,
+                             const std::string& extra_headers = {}) {
+  const MessageHead& h = req.head();
+  // Keep the connection only when no unread body can follow the head.
+  bool keep = req.head_complete() && h.keep_alive && !h.chunked &&
+              (!h.content_length || *h.content_length == 0) && !req.failed();
+  rec.status = status;
+  rec.decision = status == 403 || status == 407 ? "deny" : "error";
+  rec.reason = reason;
+  if (rec.rule.empty()) rec.rule = rule;
+  error_code ec;
+  co_await write_client(x.client,
+                        render_error_response(status, error, rule, rec.request_id, !keep, extra_headers),
+                        ec);
+  rec.duration_us = micros_since(t0);
+  x.impl.audit(rec);
+  count_decision(x.impl, rec);
+  co_return keep && !ec;
+}
+
+// Streams the request body (already framed by the parser) from the client to the upstream.
+awaitable<bool> pump_request_body(ExchangeContext& x, HttpParser& req, ByteStream& up,
+                                  uint64_t& bytes) {
+  const Limits& limits = x.impl.options.limits;
+  error_code ec;
+  while (true) {
+    if (!req.body_out().empty()) {
+      co_await up.write_all(asio::buffer(req.body_out()), ec);
+      if (ec) co_return false;
+      req.body_out().clear();
+    }
+    if (req.message_complete()) break;
+    if (x.client.available() == 0) {
+      x.client.deadline->expires_after_ms(limits.idle_timeout_ms);
+      if (!co_await read_more(x.client)) co_return false;
+    }
+    size_t n = req.feed(x.client.buf.data() + x.client.pos, x.client.available());
+    x.client.pos += n;
+    if (req.failed()) co_return false;
+  }
+  bytes = req.body_bytes();
+  co_return true;
+}
+
+enum class ExchangeEnd { kKeepAlive, kClose };
+
+awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
+  Gateway::Impl& impl = x.impl;
+  const Limits& limits = impl.options.limits;
+  auto t0 = Clock::now();
+  AuditRecord rec = base_record(x);
+  rec.request_id = new_request_id();
+  rec.method = req.head().method;
+
+  auto policy = impl.current_policy();
+  if (!policy) {
+    co_await answer_error(x, req, rec, 503, "not_ready", "", "policy_not_loaded", t0);
+    co_return ExchangeEnd::kClose;
+  }
+  Verdict v = evaluate_request(*policy, *impl.ports.credentials, x.facts, req.head());
+  rec.host = v.host;
+  rec.path = v.canonical_path;
+  rec.destination = v.decision.destination;
+  rec.route = v.decision.route;
+  rec.rule = v.decision.rule;
+  rec.credential = v.credential_name;
+  rec.token_id = v.token_id;
+  if (v.status != 0) {
+    bool keep = co_await answer_error(x, req, rec, v.status, v.error, v.decision.rule, v.reason, t0);
+    co_return keep ? ExchangeEnd::kKeepAlive : ExchangeEnd::kClose;
+  }
+  if (impl.options.deny_on_audit_failure && impl.audit_failed.load()) {
+    co_await answer_error(x, req, rec, 503, "audit_unavailable", "", "audit_unavailable", t0);
+    co_return ExchangeEnd::kClose;
+  }
+  req.set_dropped_trailers(v.dropped_trailers);
+
+  // ---- upstream connection ----
+  ByteStream* in_flight = nullptr;
+  x.client.deadline->on_expire = [&x, &in_flight] {
+    close_stream(x.client.stream.get());
+    close_stream(in_flight);
+  };
+  struct RestoreExpire {
+    ExchangeContext& x;
+    ~RestoreExpire() {
+      x.client.deadline->on_expire = [c = &x.client] { close_stream(c->stream.get()); };
+    }
+  } restore_expire{x};
+  UpstreamError uerr;
+  auto up = co_await connect_upstream(impl, x.worker, *policy, v.host, v.port, x.facts.tls,
+                                      *x.client.deadline, in_flight, uerr);
+  if (!up) {
+    impl.metrics.upstream_errors++;
+    bool denied = uerr.status == 403;
+    bool keep = co_await answer_error(x, req, rec, uerr.status,
+                                      denied ? "egress_denied" : "upstream_unavailable",
+                                      denied ? "floors" : rec.rule, uerr.reason, t0);
+    if (denied) rec.rule = "floors";
+    co_return keep ? ExchangeEnd::kKeepAlive : ExchangeEnd::kClose;
+  }
+  in_flight = up->stream.get();
+  ByteStream& us = *up->stream;
+  rec.decision = "allow";
+  if (v.decision.report_only) rec.reason = "report_only:" + v.decision.reason;
+
+  // ---- request ----
+  error_code ec;
+  x.client.deadline->expires_after_ms(limits.upstream_read_timeout_ms);
+  co_await us.write_all(asio::buffer(render_request_head(req.head(), v)), ec);
+  if (!ec && v.expect_continue && !req.message_complete()) {
+    // The gateway answers 100 itself (it already decided); Expect is not forwarded.
+    co_await write_client(x.client, "HTTP/1.1 100 Continue\r\n\r\n", ec);
+  }
+  uint64_t up_bytes = 0;
+  if (!ec && !co_await pump_request_body(x, req, us, up_bytes)) ec = asio::error::broken_pipe;
+  rec.bytes_up = req.body_bytes();
+  if (ec) {
+    impl.metrics.upstream_errors++;
+    rec.status = 0;
+    rec.decision = "error";
+    rec.reason = "request_body_aborted";
+    rec.duration_us = micros_since(t0);
+    impl.audit(rec);
+    count_decision(impl, rec);
+    co_return ExchangeEnd::kClose;
+  }
+
+  // ---- response ----
+  HttpParser resp(HttpParser::Kind::kResponse, limits);
+  bool head_req = req.head().method == "HEAD";
+  resp.next_message(head_req);
+  std::vector<char> ubuf(limits.io_buffer_bytes);
+  size_t upos = 0, uend = 0;
+  bool head_sent = false, close_client = !req.head().keep_alive, upstream_ok = true;
+  bool upstream_eof = false;
+  std::string reason_fail;
+  while (true) {
+    // Parse what we have.
+    if (uend > upos) {
+      size_t n = resp.feed(ubuf.data() + upos, uend - upos);
+      upos += n;
+      if (resp.failed()) {
+        reason_fail = "bad_upstream_response";
+        upstream_ok = false;
+        break;
+      }
+    }
+    if (resp.head_complete() && !head_sent) {
+      int st = resp.head().status;
+      if (st >= 100 && st < 200) {
+        if (st == 101) {
+          reason_fail = "upgrade_not_supported";
+          upstream_ok = false;
+          break;
+        }
+        if (resp.message_complete()) {
+          resp.next_message(head_req);  // interim response: dropped (100 already answered)
+          continue;
+        }
+      } else {
+        if (resp.needs_eof() || !resp.head().keep_alive) close_client = true;
+        std::string h = render_response_head(resp.head(), v.scrub_values, close_client);
+        co_await write_client(x.client, h, ec);
+        if (ec) break;
+        head_sent = true;
+        rec.status = st;
+      }
+    }
+    if (head_sent && !resp.body_out().empty()) {
+      x.client.deadline->expires_after_ms(limits.idle_timeout_ms);
+      co_await write_client(x.client, resp.body_out(), ec);
+      resp.body_out().clear();
+      if (ec) break;
+    }
+    if (resp.message_complete() && head_sent) break;
+    if (upstream_eof) {
+      if (resp.finish()) {
+        if (!resp.body_out().empty()) continue;
+        break;
+      }
+      reason_fail = head_sent ? "upstream_reset_mid_response" : "upstream_closed";
+      upstream_ok = false;
+      break;
+    }
+    if (upos < uend && !resp.message_complete()) continue;
+    // Need more bytes from upstream.
+    upos = uend = 0;
+    x.client.deadline->expires_after_ms(limits.upstream_read_timeout_ms);
+    error_code rec_ec;
+    size_t n = co_await us.read_some(asio::buffer(ubuf), rec_ec);
+    if (rec_ec || n == 0) {
+      upstream_eof = true;
+      continue;
+    }
+    uend = n;
+  }
+  rec.bytes_down = resp.body_bytes();
+  rec.duration_us = micros_since(t0);
+
+  if (!upstream_ok || ec) {
+    impl.metrics.upstream_errors += upstream_ok ? 0 : 1;
+    if (!head_sent && !ec) {
+      rec.decision = "error";
+      co_await answer_error(x, req, rec, 502, "upstream_failed", rec.rule,
+                            reason_fail.empty() ? "upstream_error" : reason_fail, t0);
+      co_return ExchangeEnd::kClose;
+    }
+    // Mid-response failure: the client connection is closed, never left hanging or reused.
+    rec.decision = "error";
+    rec.reason = reason_fail.empty() ? "client_write_failed" : reason_fail;
+    impl.audit(rec);
+    count_decision(impl, rec);
+    co_return ExchangeEnd::kClose;
+  }
+  rec.reason = rec.reason.empty() ? "allowed" : rec.reason;
+  impl.audit(rec);
+  count_decision(impl, rec);
+  // Reuse the upstream only if it is at a clean message boundary with nothing extra buffered.
+  if (resp.message_complete() && resp.head().keep_alive && !resp.needs_eof() && upos == uend &&
+      !upstream_eof) {
+    return_to_pool(impl, x.worker, std::move(up));
+  }
+  co_return close_client ? ExchangeEnd::kClose : ExchangeEnd::kKeepAlive;
+}
+
+// Serves requests on a connection until it closes. If `first` holds a parsed head, it is
+// served first (the explicit proxy's first absolute-form request).
+awaitable<void> http_loop(ExchangeContext& x, HttpParser& req, bool first_parsed) {
+  const Limits& limits = x.impl.options.limits;
+  bool have = first_parsed;
+  while (!x.impl.stopping.load()) {
+    if (!have) {
+      req.next_message();
+      HeadResult hr = co_await read_request_head(x.client, req, limits);
+      if (hr == HeadResult::kClosed) co_return;
+      if (hr == HeadResult::kError) {
+        if (x.client.deadline->fired()) co_return;
+        if (!req.message_started() && !req.failed()) co_return;
+        AuditRecord rec = base_record(x);
+        rec.request_id = new_request_id();
+        rec.method = req.head().method;
+        co_await answer_error(x, req, rec, req.failed() ? req.error_status() : 400, "bad_request",
+                              "", req.failed() ? "parse_error" : "truncated_head", Clock::now());
+        co_return;
+      }
+    }
+    have = false;
+    ExchangeEnd end = co_await exchange(x, req);
+    if (end == ExchangeEnd::kClose) co_return;
+  }
+}
+
+}  // namespace
+
+// ---- TLS termination --------------------------------------------------------------------------
+
+namespace {
+
+awaitable<bool> terminate_tls(Gateway::Impl& impl, ClientSide& c, HandshakeState& hs) {
+  auto plain = dynamic_cast<PlainStream*>(c.stream.get());
+  auto tls = std::make_unique<TlsStream>(std::move(plain->socket()), *impl.server_tls);
+  SSL_set_ex_data(tls->ssl(), impl.handshake_ex_index, &hs);
+  c.stream = std::move(tls);
+  c.deadline->on_expire = [&c] { close_stream(c.stream.get()); };
+  c.deadline->expires_after_ms(impl.options.limits.handshake_timeout_ms);
+  error_code ec;
+  auto* ts = static_cast<TlsStream*>(c.stream.get());
+  co_await ts->stream().async_handshake(ssl::stream_base::server, redirect_error(use_awaitable, ec));
+  SSL_set_ex_data(ts->ssl(), impl.handshake_ex_index, nullptr);
+  if (ec) {
+    if (hs.refusal.empty()) hs.refusal = c.deadline->fired() ? "handshake_timeout" : "handshake_failed";
+    co_return false;
+  }
+  c.pos = c.end = 0;
+  co_return true;
+}
+
+void audit_refused_connection(Gateway::Impl& impl, const ClientSide& c, const std::string& sandbox,
+                              const std::string& sni, const std::string& host,
+                              const std::string& reason, int status = 0) {
+  AuditRecord r;
+  r.kind = "connection";
+  r.request_id = new_request_id();
+  r.sandbox = sandbox;
+  r.src = c.src;
+  r.dst = c.dst;
+  r.sni = sni;
+  r.host = host;
+  r.decision = "deny";
+  r.reason = reason;
+  r.status = status;
+  impl.metrics.connections_refused++;
+  impl.audit(r);
+}
+
+struct SlotGuard {
+  Gateway::Impl& impl;
+  std::string id;
+  bool held = false;
+  ~SlotGuard() {
+    if (held) impl.release_sandbox_slot(id);
+  }
+};
+
+}  // namespace
+
+// ---- explicit proxy -----------------------------------------------------------------------------
+
+awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
+  metrics.connections_total++;
+  metrics.connections_active++;
+  struct ActiveGuard {
+    Metrics& m;
+    ~ActiveGuard() { m.connections_active--; }
+  } active{metrics};
+  Worker* worker = nullptr;
+  for (auto& w : workers) {
+    if (&w->ctx == &static_cast<asio::io_context&>(sock.get_executor().context())) worker = w.get();
+  }
+  ClientSide c;
+  error_code ec;
+  c.src = endpoint_text(sock.remote_endpoint(ec));
+  sock.set_option(tcp::no_delay(true), ec);
+  c.stream = std::make_unique<PlainStream>(std::move(sock));
+  c.buf.resize(options.limits.io_buffer_bytes);
+  c.deadline = std::make_shared<Deadline>(co_await asio::this_coro::executor);
+  c.deadline->on_expire = [&c] { close_stream(c.stream.get()); };
+  c.deadline->start();
+  struct StopGuard {
+    Deadline& d;
+    ByteStream*& s;
+    ~StopGuard() {
+      d.stop();
+      close_stream(s);
+    }
+  };
+  ByteStream* sp = nullptr;
+  StopGuard stop_guard{*c.deadline, sp};
+
+  HttpParser req(HttpParser::Kind::kRequest, options.limits);
+  HeadResult hr = co_await read_request_head(c, req, options.limits);
+  sp = c.stream.get();
+  if (hr != HeadResult::kOk) co_return;
+
+  // Identify the sandbox: Proxy-Authorization: Basic base64(id:secret).
+  std::optional<SandboxInfo> sandbox;
+  if (const auto* pa = req.head().find("proxy-authorization")) {
+    std::string_view v = *pa;
+    if (v.size() > 6 && iequals(v.substr(0, 6), "basic ")) {
+      auto decoded = base64_decode(v.substr(6));
+      if (decoded) {
+        size_t colon = decoded->find(':');
+        if (colon != std::string::npos) {
+          sandbox = ports.sandboxes->by_proxy_credentials(std::string_view(*decoded).substr(0, colon),
+                                                          std::string_view(*decoded).substr(colon + 1));
+        }
+      }
+    }
+  }
+  ExchangeContext x{*this, *worker, c, {}, {}};
+  c.dst = req.head().target;
+  if (!sandbox) {
+    AuditRecord rec = base_record(x);
+    rec.kind = "connection";
+    rec.request_id = new_request_id();
+    rec.method = req.head().method;
+    metrics.connections_refused++;
+    co_await answer_error(x, req, rec, 407, "proxy_auth_required", "", "proxy_auth_invalid",
+                          Clock::now(), "Proxy-Authenticate: Basic realm=\"cordon\"\r\n");
+    co_return;
+  }
+  x.facts.sandbox = *sandbox;
+  SlotGuard slot{*this, sandbox->id};
+  if (!acquire_sandbox_slot(sandbox->id)) {
+    AuditRecord rec = base_record(x);
+    rec.kind = "connection";
+    rec.request_id = new_request_id();
+    co_await answer_error(x, req, rec, 503, "too_many_connections", "", "connection_limit",
+                          Clock::now());
+    co_return;
+  }
+  slot.held = true;
+  auto policy = current_policy();
+  if (!policy) {
+    AuditRecord rec = base_record(x);
+    rec.request_id = new_request_id();
+    co_await answer_error(x, req, rec, 503, "not_ready", "", "policy_not_loaded", Clock::now());
+    co_return;
+  }
+
+  if (req.head().method != "CONNECT") {
+    // Absolute-form plain HTTP through the proxy.
+    x.facts.tls = false;
+    x.facts.absolute_form_required = true;
+    co_await http_loop(x, req, true);
+    co_return;
+  }
+
+  auto auth = parse_authority(req.head().target);
+  if (!auth || auth->port == 0 || auth->host.find(':') != std::string::npos) {
+    AuditRecord rec = base_record(x);
+    rec.kind = "connection";
+    rec.request_id = new_request_id();
+    co_await answer_error(x, req, rec, 400, "bad_request", "", "bad_connect_authority", Clock::now());
+    co_return;
+  }
+  auto dest = policy->destination(sandbox->profile, auth->host, auth->port);
+  if (!dest) {
+    AuditRecord rec = base_record(x);
+    rec.kind = "connection";
+    rec.request_id = new_request_id();
+    rec.host = auth->host;
+    co_await answer_error(x, req, rec, 403, "egress_denied", "default-deny", "no_destination",
+                          Clock::now());
+    co_return;
+  }
+  if (dest->tls == TlsMode::kPassthrough) {
+    AuditRecord rec = base_record(x);
+    rec.kind = "connection";
+    rec.request_id = new_request_id();
+    rec.host = auth->host;
+    rec.destination = dest->id;
+    co_await answer_error(x, req, rec, 501, "passthrough_not_supported_via_proxy", "",
+                          "passthrough_via_proxy", Clock::now());
+    co_return;
+  }
+  if (c.available() > 0) {
+    // The client must wait for 200 before starting TLS; bytes early mean a confused peer.
+    AuditRecord rec = base_record(x);
+    rec.kind = "connection";
+    rec.request_id = new_request_id();
+    co_await answer_error(x, req, rec, 400, "bad_request", "", "data_before_connect_reply",
+                          Clock::now());
+    co_return;
+  }
+  co_await c.stream->write_all(asio::buffer(std::string_view("HTTP/1.1 200 Connection Established\r\n\r\n")), ec);
+  if (ec) co_return;
+  HandshakeState hs;
+  hs.impl = this;
+  hs.expected_host = auth->host;
+  hs.profile = sandbox->profile;
+  hs.port = auth->port;
+  bool ok = co_await terminate_tls(*this, c, hs);
+  sp = c.stream.get();
+  if (!ok) {
+    audit_refused_connection(*this, c, sandbox->id, hs.sni, auth->host, hs.refusal);
+    co_return;
+  }
+  x.facts.host = hs.sni;
+  x.facts.port = auth->port;
+  x.facts.tls = true;
+  x.sni = hs.sni;
+  req.next_message();
+  co_await http_loop(x, req, false);
+}
+
+// ---- transparent --------------------------------------------------------------------------------
+
+awaitable<void> Gateway::Impl::transparent_session(tcp::socket sock) {
+  metrics.connections_total++;
+  metrics.connections_active++;
+  struct ActiveGuard {
+    Metrics& m;
+    ~ActiveGuard() { m.connections_active--; }
+  } active{metrics};
+  Worker* worker = nullptr;
+  for (auto& w : workers) {
+    if (&w->ctx == &static_cast<asio::io_context&>(sock.get_executor().context())) worker = w.get();
+  }
+  ClientSide c;
+  error_code ec;
+  auto remote = sock.remote_endpoint(ec);
+  auto local = sock.local_endpoint(ec);  // the original destination (IP_TRANSPARENT)
+  c.src = endpoint_text(remote);
+  c.dst = endpoint_text(local);
+  sock.set_option(tcp::no_delay(true), ec);
+  c.stream = std::make_unique<PlainStream>(std::move(sock));
+  c.buf.resize(options.limits.io_buffer_bytes);
+  c.deadline = std::make_shared<Deadline>(co_await asio::this_coro::executor);
+  c.deadline->on_expire = [&c] { close_stream(c.stream.get()); };
+  c.deadline->start();
+  ByteStream* sp = c.stream.get();
+  struct StopGuard {
+    Deadline& d;
+    ByteStream*& s;
+    ~StopGuard() {
+      d.stop();
+      close_stream(s);
+    }
+  } stop_guard{*c.deadline, sp};
+
+  auto sandbox = ports.sandboxes->by_address(address_text(remote.address()));
+  if (!sandbox) {
+    audit_refused_connection(*this, c, "", "", "", "unknown_source");
+    co_return;
+  }
+  SlotGuard slot{*this, sandbox->id};
+  if (!acquire_sandbox_slot(sandbox->id)) {
+    audit_refused_connection(*this, c, sandbox->id, "", "", "connection_limit");
+    co_return;
+  }
+  slot.held = true;
+  if (!current_policy()) {
+    audit_refused_connection(*this, c, sandbox->id, "", "", "policy_not_loaded");
+    co_return;
+  }
+  ExchangeContext x{*this, *worker, c, {}, {}};
+  x.facts.sandbox = *sandbox;
+  x.facts.port = local.port();
+  if (local.port() == 443) {
+    HandshakeState hs;
+    hs.impl = this;
+    hs.profile = sandbox->profile;
+    hs.port = 443;
+    bool ok = co_await terminate_tls(*this, c, hs);
+    sp = c.stream.get();
+    if (!ok) {
+      audit_refused_connection(*this, c, sandbox->id, hs.sni, "", hs.refusal);
+      co_return;
+    }
+    x.facts.host = hs.sni;
+    x.facts.tls = true;
+    x.sni = hs.sni;
+  } else {
+    x.facts.tls = false;
+  }
+  HttpParser req(HttpParser::Kind::kRequest, options.limits);
+  co_await http_loop(x, req, false);
+}
+
+}  // namespace cordon::gateway

@@ -1,0 +1,55 @@
+// A fake upstream HTTP/1.1 server on loopback (TLS with its own test CA, or plain), one
+// thread per connection, written without the gateway's parser so that it checks it.
+// Endpoints:
+//   /echo...      200, body lists the request line and headers as received; response headers
+//                 X-Echo-Authorization / X-Echo-Api-Key reflect those request headers.
+//   /big?n=N      200 with N bytes (Content-Length); /bigchunked?n=N the same, chunked.
+//   /upload       consumes the body, answers "bytes=N sum=S" (S = byte sum mod 2^32).
+//   /reset        starts a 1 MB response, sends 1000 bytes, then resets the connection.
+// Every request head seen is recorded.
+#pragma once
+
+#include <openssl/ssl.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gateway/testing/test_pki.h"
+
+namespace cordon::gateway::testing {
+
+class FakeUpstream {
+ public:
+  // TLS server presenting a leaf for `names`, signed by its own CA. tls=false: plain HTTP.
+  FakeUpstream(const std::vector<std::string>& names, bool tls = true);
+  ~FakeUpstream();
+  uint16_t port() const { return port_; }
+  const TestCa& ca() const { return ca_; }
+  std::vector<std::string> heads() const;
+  void clear();
+  int connections() const { return connections_; }
+
+ private:
+  void accept_loop();
+  void serve(int fd);
+
+  TestCa ca_;
+  bool tls_;
+  SSL_CTX* ctx_ = nullptr;
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> connections_{0};
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::vector<std::thread> workers_;
+  std::vector<int> fds_;
+  std::vector<std::string> heads_;
+  mutable std::mutex heads_mu_;
+};
+
+}  // namespace cordon::gateway::testing

@@ -1,0 +1,136 @@
+#include "policy/detail/host_matcher.h"
+
+#include <cstring>
+
+#include "policy/limits.h"
+
+namespace cordon::policy::detail {
+namespace {
+
+bool is_label_char(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+// Edge key: 4 bytes of the parent id, then the label. Fits a stack buffer because labels
+// are at most kMaxLabelBytes.
+std::size_t edge_key(std::uint32_t parent, std::string_view label, char* buf) {
+  std::memcpy(buf, &parent, 4);
+  std::memcpy(buf + 4, label.data(), label.size());
+  return 4 + label.size();
+}
+
+}  // namespace
+
+std::size_t normalize_host(std::string_view host, char* out) {
+  if (!host.empty() && host.back() == '.') host.remove_suffix(1);
+  if (host.empty() || host.size() > kMaxHostBytes) return 0;
+  std::size_t label_len = 0;
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    auto c = static_cast<unsigned char>(host[i]);
+    if (c >= 'A' && c <= 'Z') c = static_cast<unsigned char>(c + ('a' - 'A'));
+    if (c == '.') {
+      if (label_len == 0) return 0;
+      label_len = 0;
+    } else {
+      if (!is_label_char(c) || ++label_len > kMaxLabelBytes) return 0;
+    }
+    out[i] = static_cast<char>(c);
+  }
+  if (label_len == 0) return 0;
+  return host.size();
+}
+
+bool parse_host_pattern(std::string_view text, HostPattern* pattern, std::string* error) {
+  for (unsigned char c : text) {
+    if (c >= 0x80) {
+      *error = "host names must be ASCII: write internationalized names as punycode (xn--...)";
+      return false;
+    }
+  }
+  PatternKind kind = PatternKind::kExact;
+  if (text.starts_with("**.")) {
+    kind = PatternKind::kAnyDepth;
+    text.remove_prefix(3);
+  } else if (text.starts_with("*.")) {
+    kind = PatternKind::kOneLabel;
+    text.remove_prefix(2);
+  }
+  if (text.find('*') != std::string_view::npos) {
+    *error = "'*' is only allowed as a whole first label (\"*.example.com\" or \"**.example.com\")";
+    return false;
+  }
+  char buf[kMaxHostBytes + 1];
+  if (!text.empty() && text.back() == '.') text.remove_suffix(1);
+  if (text.empty()) {
+    *error = "a wildcard needs a domain after it";
+    return false;
+  }
+  std::size_t n = normalize_host(text, buf);
+  if (n == 0) {
+    *error = "not a valid host name (labels of a-z, 0-9, '-', '_', at most 63 bytes each, "
+             "253 in all)";
+    return false;
+  }
+  pattern->kind = kind;
+  pattern->suffix.assign(buf, n);
+  return true;
+}
+
+std::uint32_t HostMatcher::child(std::uint32_t parent, std::string_view label) const {
+  if (label.size() > kMaxLabelBytes) return StringIndex::kMissing;
+  char buf[4 + kMaxLabelBytes];
+  return edges_.find(std::string_view(buf, edge_key(parent, label, buf)));
+}
+
+std::uint32_t HostMatcher::add_child(std::uint32_t parent, std::string_view label) {
+  char buf[4 + kMaxLabelBytes];
+  const auto next = static_cast<std::uint32_t>(nodes_.size());
+  std::uint32_t got = edges_.insert(std::string_view(buf, edge_key(parent, label, buf)), next);
+  if (got == next) nodes_.push_back(Node{});
+  return got;
+}
+
+std::uint32_t HostMatcher::new_list() {
+  building_.emplace_back();
+  return static_cast<std::uint32_t>(building_.size() - 1);
+}
+
+void HostMatcher::add(const HostPattern& pattern, std::uint32_t id) {
+  if (pattern.kind == PatternKind::kExact) {
+    const auto fresh = static_cast<std::uint32_t>(building_.size());
+    std::uint32_t list = exact_.insert(pattern.suffix, fresh);
+    if (list == fresh) new_list();
+    building_[list].push_back(id);
+    return;
+  }
+  std::uint32_t node = 0;
+  std::string_view s = pattern.suffix;
+  std::size_t end = s.size();
+  while (true) {
+    std::size_t dot = s.rfind('.', end - 1);
+    std::size_t begin = dot == std::string_view::npos ? 0 : dot + 1;
+    node = add_child(node, s.substr(begin, end - begin));
+    if (begin == 0) break;
+    end = begin - 1;
+  }
+  std::uint32_t& list =
+      pattern.kind == PatternKind::kOneLabel ? nodes_[node].one_label : nodes_[node].any_depth;
+  if (list == StringIndex::kMissing) list = new_list();
+  building_[list].push_back(id);
+}
+
+void HostMatcher::finish() {
+  ranges_.clear();
+  ids_.clear();
+  for (const auto& l : building_) {
+    Range r;
+    r.begin = static_cast<std::uint32_t>(ids_.size());
+    ids_.insert(ids_.end(), l.begin(), l.end());
+    r.end = static_cast<std::uint32_t>(ids_.size());
+    ranges_.push_back(r);
+  }
+  building_.clear();
+  building_.shrink_to_fit();
+}
+
+}  // namespace cordon::policy::detail

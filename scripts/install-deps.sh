@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian packages cordon builds and tests with. Idempotent: does nothing (and needs
+# no network) when everything is already there. Run as root on Debian 12.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build clang llvm lld pkg-config git
+  # libraries (design.md, DEVELOPERS.md)
+  libssl-dev libnghttp2-dev libbpf-dev bpftool libboost-dev libsqlite3-dev libspdlog-dev
+  libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
+  node-llhttp libclang-rt-14-dev
+  # test and demo tools: namespaces, steering, clients
+  iproute2 nftables curl openssl ca-certificates procps psmisc util-linux
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]}; run as root to install them" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
