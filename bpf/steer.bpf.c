@@ -8,6 +8,7 @@
 //                       own socket found with bpf_skc_lookup_tcp. skb->mark = steer_mark.
 //   TCP 53, UDP 53      -> the gateway's DNS responder sockets, the same way.
 //   ARP, ICMPv6 RS/NS/NA pass unmarked (the link itself needs them).
+//   a source address other than the sandbox's own (if_sources) -> dropped as spoofed.
 //   everything else     -> TC_ACT_SHOT, counted per ifindex and reason, and reported on the
 //                          `drop_events` ring buffer (rate-limited per interface and CPU).
 // A steering target missing from the map (gateway gone) drops: fail closed.
@@ -46,6 +47,13 @@ struct {
 } if_stats SEC(".maps");
 
 struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u32);
+  __type(value, struct cordon_if_sources);
+} if_sources SEC(".maps");
+
+struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
   __uint(max_entries, 256 * 1024);
 } drop_events SEC(".maps");
@@ -64,6 +72,7 @@ struct {
 
 // What the parser learned about the packet; filled progressively.
 struct flow {
+  __u32 ifindex;  // read from the context once: the verifier refuses derived ctx pointers
   __u16 ethertype;
   __u8 family;
   __u8 l4_protocol;
@@ -86,7 +95,7 @@ static __always_inline void count(__u32 ifindex, __u32 counter) {
 }
 
 static __always_inline int drop(struct __sk_buff* skb, __u32 reason, const struct flow* f) {
-  struct cordon_if_stats* s = stats_for(skb->ifindex);
+  struct cordon_if_stats* s = stats_for(f->ifindex);
   if (!s) return TC_ACT_SHOT;
   if (reason < CORDON_COUNTER_COUNT) s->count[reason]++;
 
@@ -108,7 +117,7 @@ static __always_inline int drop(struct __sk_buff* skb, __u32 reason, const struc
   s->events_in_window++;
   __builtin_memset(e, 0, sizeof(*e));
   e->timestamp_ns = now;
-  e->ifindex = skb->ifindex;
+  e->ifindex = f->ifindex;
   e->reason = reason;
   e->ethertype = f->ethertype;
   e->family = f->family;
@@ -139,7 +148,7 @@ static __always_inline int assign_slot(struct __sk_buff* skb, const struct flow*
   bpf_sk_release(sk);
   if (err) return drop(skb, CORDON_DROP_ASSIGN, f);
   skb->mark = steer_mark;
-  count(skb->ifindex, counter);
+  count(f->ifindex, counter);
   return TC_ACT_OK;
 }
 
@@ -157,7 +166,7 @@ static __always_inline int steer_tcp(struct __sk_buff* skb, struct flow* f, int 
       bpf_sk_release(sk);
       if (err) return drop(skb, CORDON_DROP_ASSIGN, f);
       skb->mark = steer_mark;
-      count(skb->ifindex, CORDON_STEER_FLOW);
+      count(f->ifindex, CORDON_STEER_FLOW);
       return TC_ACT_OK;
     }
     bpf_sk_release(sk);
@@ -166,9 +175,33 @@ static __always_inline int steer_tcp(struct __sk_buff* skb, struct flow* f, int 
   return assign_slot(skb, f, slot, syn_counter);
 }
 
+// True if the packet's source is the address the loader registered for this interface (or
+// none is registered). Without this a sandbox could pose as another one to the gateway, or
+// aim segments at the 4-tuple of a host connection on port 53/80/443.
+static __always_inline int source_allowed(struct __sk_buff* skb, const struct flow* f) {
+  __u32 key = f->ifindex;
+  struct cordon_if_sources* src = bpf_map_lookup_elem(&if_sources, &key);
+  if (!src) return 1;
+  if (f->family == 4) return src->has_ipv4 && src->ipv4 == f->tuple.ipv4.saddr;
+  return src->has_ipv6 && src->ipv6[0] == f->tuple.ipv6.saddr[0] &&
+         src->ipv6[1] == f->tuple.ipv6.saddr[1] && src->ipv6[2] == f->tuple.ipv6.saddr[2] &&
+         src->ipv6[3] == f->tuple.ipv6.saddr[3];
+}
+
 static __always_inline int handle_l4(struct __sk_buff* skb, struct flow* f, void* l4,
                                      void* data_end) {
   int v6 = f->family == 6;
+  // Link-level neighbour discovery passes whatever its source (:: during DAD, link-local).
+  if (f->l4_protocol == NEXTHDR_ICMPV6) {
+    __u8* type = l4;
+    if ((void*)(type + 1) > data_end) return drop(skb, CORDON_DROP_MALFORMED, f);
+    if (*type == ICMPV6_ROUTER_SOLICIT || *type == ICMPV6_NEIGH_SOLICIT ||
+        *type == ICMPV6_NEIGH_ADVERT) {
+      count(f->ifindex, CORDON_PASS_LINK);
+      return TC_ACT_OK;
+    }
+  }
+  if (!source_allowed(skb, f)) return drop(skb, CORDON_DROP_SPOOFED, f);
   if (f->l4_protocol == IPPROTO_TCP) {
     struct tcphdr* th = l4;
     if ((void*)(th + 1) > data_end) return drop(skb, CORDON_DROP_MALFORMED, f);
@@ -202,16 +235,7 @@ static __always_inline int handle_l4(struct __sk_buff* skb, struct flow* f, void
     return drop(skb, CORDON_DROP_UDP_PORT, f);
   }
   if (f->l4_protocol == IPPROTO_ICMP) return drop(skb, CORDON_DROP_ICMP, f);
-  if (f->l4_protocol == NEXTHDR_ICMPV6) {
-    __u8* type = l4;
-    if ((void*)(type + 1) > data_end) return drop(skb, CORDON_DROP_MALFORMED, f);
-    if (*type == ICMPV6_ROUTER_SOLICIT || *type == ICMPV6_NEIGH_SOLICIT ||
-        *type == ICMPV6_NEIGH_ADVERT) {
-      count(skb->ifindex, CORDON_PASS_LINK);
-      return TC_ACT_OK;
-    }
-    return drop(skb, CORDON_DROP_ICMP, f);
-  }
+  if (f->l4_protocol == NEXTHDR_ICMPV6) return drop(skb, CORDON_DROP_ICMP, f);
   return drop(skb, CORDON_DROP_OTHER_L4, f);
 }
 
@@ -220,12 +244,13 @@ int cordon_steer(struct __sk_buff* skb) {
   void* data = (void*)(long)skb->data;
   void* data_end = (void*)(long)skb->data_end;
   struct flow f = {};
+  f.ifindex = skb->ifindex;
   struct ethhdr* eth = data;
   if ((void*)(eth + 1) > data_end) return drop(skb, CORDON_DROP_MALFORMED, &f);
   f.ethertype = bpf_ntohs(eth->h_proto);
 
   if (f.ethertype == ETH_P_ARP) {
-    count(skb->ifindex, CORDON_PASS_LINK);
+    count(f.ifindex, CORDON_PASS_LINK);
     return TC_ACT_OK;
   }
   if (f.ethertype == ETH_P_IP) {

@@ -45,8 +45,9 @@ enum cordon_counter {
   CORDON_DROP_GATEWAY_GONE = 11,  // the target socket is missing from the map (fail closed)
   CORDON_DROP_NO_FLOW = 12,       // non-SYN TCP segment with no matching socket
   CORDON_DROP_ASSIGN = 13,        // bpf_sk_assign refused
-  CORDON_EVENTS_SUPPRESSED = 14,  // drop events not emitted because of the per-CPU rate limit
-  CORDON_COUNTER_COUNT = 15,
+  CORDON_DROP_SPOOFED = 14,       // source address is not the sandbox's own (see if_sources)
+  CORDON_EVENTS_SUPPRESSED = 15,  // drop events not emitted because of the per-CPU rate limit
+  CORDON_COUNTER_COUNT = 16,
 };
 
 // Value of the per-CPU `if_stats` hash, keyed by the ingress ifindex (u32).
@@ -54,6 +55,18 @@ struct cordon_if_stats {
   CORDON_U64 count[CORDON_COUNTER_COUNT];
   CORDON_U64 event_window_ns;  // start of the current rate-limit window (this CPU)
   CORDON_U64 events_in_window;
+};
+
+// Value of the `if_sources` hash, keyed by ifindex: the only source addresses a sandbox may
+// use (anti-spoofing; the gateway identifies sandboxes by source address). No entry: no
+// check. A family without an address: every packet of that family is "spoofed", except
+// the neighbour discovery the link needs.
+struct cordon_if_sources {
+  CORDON_U32 ipv4;     // network order
+  CORDON_U32 ipv6[4];  // network order
+  CORDON_U8 has_ipv4;
+  CORDON_U8 has_ipv6;
+  CORDON_U8 pad[2];
 };
 
 // One record in the `drop_events` ring buffer.

@@ -35,10 +35,17 @@ constexpr size_t kMaxLogBytes = 4096;
 
 int capture_libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
   if (level == LIBBPF_DEBUG) return 0;
-  char buf[1024];
-  int n = vsnprintf(buf, sizeof buf, fmt, args);
+  va_list copy;
+  va_copy(copy, args);
+  int n = vsnprintf(nullptr, 0, fmt, copy);
+  va_end(copy);
+  if (n <= 0) return n;
+  std::string text(static_cast<size_t>(n) + 1, '\0');
+  vsnprintf(text.data(), text.size(), fmt, args);
+  text.pop_back();
   std::lock_guard<std::mutex> lock(g_log_mutex);
-  g_log.append(buf, n < 0 ? 0 : std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1));
+  g_log += text;
+  // The verifier's verdict is at the end of its log: keep the tail.
   if (g_log.size() > kMaxLogBytes) g_log.erase(0, g_log.size() - kMaxLogBytes);
   return n;
 }
@@ -135,7 +142,7 @@ std::string_view counter_name(Counter c) {
 uint64_t InterfaceCounters::dropped() const {
   uint64_t sum = 0;
   for (auto c = static_cast<uint32_t>(Counter::kDropTcpPort);
-       c <= static_cast<uint32_t>(Counter::kDropAssign); ++c)
+       c <= static_cast<uint32_t>(Counter::kDropSpoofed); ++c)
     sum += value[c];
   return sum;
 }
@@ -187,6 +194,11 @@ struct Steering::Impl {
     uint32_t key = static_cast<uint32_t>(ifindex);
     bpf_map_delete_elem(bpf_map__fd(skel->maps.if_stats), &key);
   }
+
+  void forget_sources(int ifindex) {
+    uint32_t key = static_cast<uint32_t>(ifindex);
+    bpf_map_delete_elem(bpf_map__fd(skel->maps.if_sources), &key);
+  }
 };
 
 Steering::Steering(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -217,9 +229,35 @@ Result<std::unique_ptr<Steering>> Steering::create(const SteeringOptions& option
   return std::unique_ptr<Steering>(new Steering(std::move(impl)));
 }
 
-Status Steering::attach(const std::string& ifname) {
+Status Steering::set_allowed_sources(const std::string& ifname, const SourceAddresses& sources) {
+  unsigned ifindex = if_nametoindex(ifname.c_str());
+  if (ifindex == 0) return fail("bpf sources: no interface '" + ifname + "'");
+  if (sources.ipv4.empty() && sources.ipv6.empty()) {
+    impl_->forget_sources(static_cast<int>(ifindex));
+    return {};
+  }
+  cordon_if_sources v{};
+  if (!sources.ipv4.empty()) {
+    if (inet_pton(AF_INET, sources.ipv4.c_str(), &v.ipv4) != 1)
+      return fail("bpf sources " + ifname + ": bad IPv4 address '" + sources.ipv4 + "'");
+    v.has_ipv4 = 1;
+  }
+  if (!sources.ipv6.empty()) {
+    if (inet_pton(AF_INET6, sources.ipv6.c_str(), v.ipv6) != 1)
+      return fail("bpf sources " + ifname + ": bad IPv6 address '" + sources.ipv6 + "'");
+    v.has_ipv6 = 1;
+  }
+  uint32_t key = ifindex;
+  if (bpf_map_update_elem(bpf_map__fd(impl_->skel->maps.if_sources), &key, &v, BPF_ANY) != 0)
+    return fail("bpf sources " + ifname + ": " + errno_text(errno));
+  return {};
+}
+
+Status Steering::attach(const std::string& ifname, const SourceAddresses& sources) {
   unsigned ifindex = if_nametoindex(ifname.c_str());
   if (ifindex == 0) return fail("bpf attach: no interface '" + ifname + "': " + errno_text(errno));
+  // Sources first: the program must never run on this interface without them.
+  if (auto st = set_allowed_sources(ifname, sources); !st) return st;
   auto it = impl_->attached.find(ifname);
   if (it != impl_->attached.end() && it->second.ifindex == static_cast<int>(ifindex) &&
       query_filter(static_cast<int>(ifindex)) == program_id())
@@ -268,6 +306,7 @@ Status Steering::detach(const std::string& ifname) {
     }
   }
   impl_->reset_counters(a.ifindex);
+  impl_->forget_sources(a.ifindex);
   if (impl_->attached.empty() && impl_->routing_installed) {
     if (auto st = remove_policy_routing(impl_->options); !st && result)
       result = with_context("bpf detach " + ifname, st.error());
@@ -341,8 +380,9 @@ uint32_t Steering::program_id() const {
 
 std::vector<uint32_t> Steering::map_ids() const {
   std::vector<uint32_t> ids;
-  for (bpf_map* m : {impl_->skel->maps.listeners, impl_->skel->maps.if_stats,
-                     impl_->skel->maps.drop_events, impl_->skel->maps.rodata}) {
+  for (bpf_map* m :
+       {impl_->skel->maps.listeners, impl_->skel->maps.if_stats, impl_->skel->maps.if_sources,
+        impl_->skel->maps.drop_events, impl_->skel->maps.rodata}) {
     if (!m) continue;
     bpf_map_info info{};
     uint32_t len = sizeof info;

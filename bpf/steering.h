@@ -58,6 +58,7 @@ enum class Counter : uint32_t {
   kDropGatewayGone,
   kDropNoFlow,
   kDropAssign,
+  kDropSpoofed,
   kEventsSuppressed,
   kCount,
 };
@@ -84,6 +85,14 @@ struct DropEvent {
   std::string dst_address;
 };
 
+// The source addresses a sandbox interface may send from (anti-spoofing: the gateway
+// identifies a sandbox by its source address). Both empty: no check. One empty: that family
+// is refused entirely (except neighbour discovery).
+struct SourceAddresses {
+  std::string ipv4;
+  std::string ipv6;
+};
+
 class Steering {
  public:
   // Loads (verifies) the embedded program. Needs CAP_BPF/CAP_NET_ADMIN.
@@ -92,9 +101,11 @@ class Steering {
   Steering(const Steering&) = delete;
   Steering& operator=(const Steering&) = delete;
 
-  // Attaches to tc ingress of `ifname` (creating clsact if needed). Idempotent; replaces a
-  // stale cordon filter left by a crashed process.
-  Status attach(const std::string& ifname);
+  // Attaches to tc ingress of `ifname` (creating clsact if needed) and registers its allowed
+  // source addresses. Idempotent; replaces a stale cordon filter left by a crashed process.
+  Status attach(const std::string& ifname, const SourceAddresses& sources = {});
+  // Registers (or, both empty, removes) the allowed sources of an interface.
+  Status set_allowed_sources(const std::string& ifname, const SourceAddresses& sources);
   // Idempotent: detaching an interface that is not attached (or no longer exists) succeeds.
   Status detach(const std::string& ifname);
   std::vector<std::string> attached() const;

@@ -229,7 +229,38 @@ TEST_F(ProgramTest, SetListenerRejectsNonSockets) {
   EXPECT_FALSE(steering_->set_listener(ListenerSlot::kTcp4, STDIN_FILENO));
   EXPECT_TRUE(steering_->set_listener(ListenerSlot::kTcp4, -1));  // clearing is idempotent
   EXPECT_NE(steering_->program_id(), 0u);
-  EXPECT_EQ(steering_->map_ids().size(), 4u);
+  EXPECT_EQ(steering_->map_ids().size(), 5u);
+}
+
+TEST_F(ProgramTest, SpoofedSourcesAreDropped) {
+  ASSERT_TRUE(steering_->set_allowed_sources("lo", {"10.200.0.2", "fd00::2"}));
+  EXPECT_EQ(run(ipv4_packet("10.200.0.3", "192.0.2.10", IPPROTO_TCP, 40000, 443)), TC_ACT_SHOT);
+  EXPECT_EQ(run(ipv4_packet("10.200.0.3", "192.0.2.53", IPPROTO_UDP, 40000, 53)), TC_ACT_SHOT);
+  EXPECT_EQ(run(ipv6_packet("fd00::3", "2001:db8::10", IPPROTO_TCP, 40000, 443)), TC_ACT_SHOT);
+  EXPECT_EQ(run(ipv6_packet("fe80::2", "2001:db8::10", IPPROTO_TCP, 40000, 443)), TC_ACT_SHOT);
+  EXPECT_EQ(count(Counter::kDropSpoofed), 4u);
+  // The sandbox's own address is judged on its merits.
+  EXPECT_EQ(run(ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_UDP, 40000, 443)), TC_ACT_SHOT);
+  EXPECT_EQ(count(Counter::kDropUdpPort), 1u);
+  EXPECT_EQ(run(ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_TCP, 40000, 443)), TC_ACT_SHOT);
+  EXPECT_EQ(count(Counter::kDropGatewayGone), 1u);
+  // Neighbour discovery passes from link-local and unspecified sources.
+  EXPECT_EQ(run(ipv6_packet("::", "ff02::1:ff00:2", IPPROTO_ICMPV6, 0, 0, 0, false, 135)),
+            TC_ACT_OK);
+  EXPECT_EQ(run(ipv6_packet("fe80::2", "fe80::1", IPPROTO_ICMPV6, 0, 0, 0, false, 136)), TC_ACT_OK);
+  EXPECT_EQ(count(Counter::kDropSpoofed), 4u);
+
+  // IPv4 only: every IPv6 packet but ND is spoofed.
+  ASSERT_TRUE(steering_->set_allowed_sources("lo", {"10.200.0.2", ""}));
+  EXPECT_EQ(run(ipv6_packet("fd00::2", "2001:db8::10", IPPROTO_TCP, 40000, 443)), TC_ACT_SHOT);
+  EXPECT_EQ(count(Counter::kDropSpoofed), 5u);
+  // Cleared: no check.
+  ASSERT_TRUE(steering_->set_allowed_sources("lo", {}));
+  EXPECT_EQ(run(ipv4_packet("10.200.0.3", "192.0.2.10", IPPROTO_TCP, 40000, 22)), TC_ACT_SHOT);
+  EXPECT_EQ(count(Counter::kDropSpoofed), 5u);
+  EXPECT_EQ(count(Counter::kDropTcpPort), 1u);
+  EXPECT_FALSE(steering_->set_allowed_sources("lo", {"10.200.0.256", ""}));
+  EXPECT_FALSE(steering_->set_allowed_sources("no-such-if0", {"10.200.0.2", ""}));
 }
 
 TEST(SteeringMode, ReportsSkAssignWhenRoot) {

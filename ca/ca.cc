@@ -1,6 +1,11 @@
 // Root creation/loading and leaf minting. See ca.h for the design note.
+
+// EVP_PKEY_get1_EC_KEY & co. are deprecated in OpenSSL 3 but are the only way to a key that
+// X509_set_pubkey encodes without the (slow, in 3.0) encoder framework; see leaf_public_.
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include "ca/ca.h"
 
+#include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
@@ -240,6 +245,24 @@ Result<UniqueX509> make_root(EVP_PKEY* key, const std::string& key_identifier) {
   return cert;
 }
 
+// A public-only, EC_KEY-backed copy of `key` (see leaf_public_ in ca.h); null on failure.
+EVP_PKEY* legacy_public_copy(EVP_PKEY* key) {
+  EC_KEY* src = EVP_PKEY_get1_EC_KEY(key);
+  if (!src) return nullptr;
+  EC_KEY* pub = EC_KEY_new_by_curve_name(EC_GROUP_get_curve_name(EC_KEY_get0_group(src)));
+  EVP_PKEY* out = EVP_PKEY_new();
+  bool ok = pub && out && EC_KEY_set_public_key(pub, EC_KEY_get0_public_key(src)) == 1 &&
+            EVP_PKEY_assign_EC_KEY(out, pub) == 1;
+  EC_KEY_free(src);
+  if (!ok) {
+    EC_KEY_free(pub);
+    EVP_PKEY_free(out);
+    ERR_clear_error();
+    return nullptr;
+  }
+  return out;
+}
+
 bool exists(const std::string& path) {
   struct stat st;
   return ::lstat(path.c_str(), &st) == 0;
@@ -274,6 +297,9 @@ Authority::Authority(X509Ptr root_cert, PKeyPtr root_key, PKeyPtr leaf_key, std:
       root_key_id_(std::move(root_key_id)),
       leaf_key_id_(std::move(leaf_key_id)),
       options_(options) {
+  // Without the fast copy, minting still works, only slower.
+  EVP_PKEY* pub = legacy_public_copy(leaf_key_.get());
+  leaf_public_ = pub ? PKeyPtr(pub, PKeyFree{}) : leaf_key_;
   if (options_.leaf_validity > kMaxLeafValidityHours ||
       options_.leaf_validity <= std::chrono::seconds(0))
     options_.leaf_validity = kMaxLeafValidityHours;
@@ -393,7 +419,7 @@ Result<MintedLeaf> Authority::mint(std::string_view raw_name, SystemTime now) co
   out.not_before = now - kLeafBackdateMinutes;
   out.not_after = now + options_.leaf_validity;
   if (auto s = set_validity(cert.get(), out.not_before, out.not_after); !s) return fail(s.error());
-  if (X509_set_pubkey(cert.get(), leaf_key_.get()) != 1)
+  if (X509_set_pubkey(cert.get(), leaf_public_.get()) != 1)
     return fail("public key: " + openssl_error());
   if (auto s = add_basic_constraints(cert.get(), false); !s) return fail(s.error());
   if (auto s = add_key_usage(cert.get(), {0 /* digitalSignature */}); !s) return fail(s.error());

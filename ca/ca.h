@@ -111,7 +111,11 @@ class Authority {
   PKeyPtr leaf_key_;
   std::string root_pem_;
   std::string root_key_id_;  // the root's SKI, the leaves' AKI
-  std::string leaf_key_id_;  // SKI of the shared leaf key (computed once)
+  std::string leaf_key_id_;  // SKI of the shared leaf key
+  // The leaf public key as a legacy (EC_KEY-backed) EVP_PKEY, public part only. OpenSSL 3.0
+  // encodes a provider key through its encoder framework, which costs several times the
+  // signature on every X509_set_pubkey; a legacy key takes the direct encoder.
+  PKeyPtr leaf_public_;
   AuthorityOptions options_;
 };
 

@@ -30,7 +30,8 @@ Result<std::string> read_stdin() {
     if (n < 0) return fail("reading standard input failed");
     if (n == 0) break;
     out.append(buf, size_t(n));
-    if (out.size() > vault::kMaxSecretBytes + 2) return fail("secret on standard input is too large");
+    if (out.size() > vault::kMaxSecretBytes + 2)
+      return fail("secret on standard input is too large");
   }
   return out;
 }
@@ -76,7 +77,8 @@ void add_vault_commands(CLI::App& app, CliContext& ctx) {
     bool stripped = false;
     if (o_env->count()) {
       const char* v = std::getenv(put_args->env.c_str());
-      if (!v) return report_error("environment variable " + put_args->env + " is not set", kExitUsage);
+      if (!v)
+        return report_error("environment variable " + put_args->env + " is not set", kExitUsage);
       value = v;
     } else if (o_file->count()) {
       auto r = read_file(put_args->file);
@@ -89,8 +91,9 @@ void add_vault_commands(CLI::App& app, CliContext& ctx) {
       value = std::move(*r);
       stripped = strip_one_newline(value);
     } else {
-      return report_error("say where the value comes from: --from-env VAR, --from-file PATH or --stdin",
-                          kExitUsage);
+      return report_error(
+          "say where the value comes from: --from-env VAR, --from-file PATH or --stdin",
+          kExitUsage);
     }
     vault::SecretValue secret = vault::SecretValue::take(value);
     if (secret.empty()) return report_error("refusing to store an empty value", kExitUsage);
@@ -106,7 +109,8 @@ void add_vault_commands(CLI::App& app, CliContext& ctx) {
 
   // list
   auto json_out = std::make_shared<bool>(false);
-  auto* list = vault_cmd->add_subcommand("list", "list secrets: name, version, created, fingerprint");
+  auto* list =
+      vault_cmd->add_subcommand("list", "list secrets: name, version, created, fingerprint");
   list->add_flag("--json", *json_out, "print JSON");
   on_run(list, ctx, [&ctx, json_out]() {
     auto v = open_vault(ctx);
@@ -137,7 +141,8 @@ void add_vault_commands(CLI::App& app, CliContext& ctx) {
   on_run(rm, ctx, [&ctx, rm_name]() {
     auto v = open_vault(ctx);
     if (!v) return report_error(v.error());
-    if (auto s = (*v)->remove_secret(*rm_name); !s) return report_error(s.error(), exit_for(s.error()));
+    if (auto s = (*v)->remove_secret(*rm_name); !s)
+      return report_error(s.error(), exit_for(s.error()));
     std::fprintf(stderr, "removed secret '%s'\n", rm_name->c_str());
     return int(kExitOk);
   });

@@ -291,13 +291,13 @@ awaitable<bool> answer_error(ExchangeContext& x, HttpParser& req, AuditRecord& r
   rec.decision = status == 403 || status == 407 ? "deny" : "error";
   rec.reason = reason;
   if (rec.rule.empty()) rec.rule = rule;
+  rec.duration_us = micros_since(t0);
+  x.impl.audit(rec);  // before the answer: the line exists once the client can see the outcome
+  count_decision(x.impl, rec);
   error_code ec;
   co_await write_client(x.client,
                         render_error_response(status, error, rule, rec.request_id, !keep, extra_headers),
                         ec);
-  rec.duration_us = micros_since(t0);
-  x.impl.audit(rec);
-  count_decision(x.impl, rec);
   co_return keep && !ec;
 }
 

@@ -29,8 +29,12 @@ bool have_kvm() {
   return true;
 }
 
-#define REQUIRE_KVM() \
-  if (!have_kvm()) GTEST_SKIP() << "SKIPPED: /dev/kvm not available"
+#define REQUIRE_KVM()                                   \
+  do {                                                  \
+    if (!have_kvm()) {                                  \
+      GTEST_SKIP() << "SKIPPED: /dev/kvm not available"; \
+    }                                                   \
+  } while (0)
 
 std::string temp_dir() {
   char tmpl[] = "/tmp/cordon-vmm-test-XXXXXX";
@@ -59,7 +63,9 @@ std::unique_ptr<Machine> boot_and_wait(const VmConfig& c, std::chrono::milliseco
 TEST(HostProbe, ReportsAKind) {
   HostProbe p = probe_host();
   EXPECT_FALSE(p.detail.empty());
-  if (have_kvm()) EXPECT_NE(p.kind, HostVirtKind::kNone);
+  if (have_kvm()) {
+    EXPECT_NE(p.kind, HostVirtKind::kNone);
+  }
 }
 
 TEST(MachineBoot, Elf64GuestPrintsAndResets) {
@@ -142,6 +148,98 @@ TEST(MachineVirtio, RngGuestReadsRandomBytes) {
   ASSERT_EQ(got.size(), 2u) << out;
   EXPECT_NE(got[0], got[1]);
   EXPECT_NE(got[0], std::string(32, '0'));
+}
+
+}  // namespace
+}  // namespace cordon::vmm
+
+namespace cordon::vmm {
+namespace {
+
+int last_tick(const std::string& out) {
+  int last = -1;
+  std::regex re("tick ([0-9]+)\n");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+    last = std::stoi((*it)[1]);
+  return last;
+}
+int first_tick(const std::string& out) {
+  std::smatch m;
+  if (std::regex_search(out, m, std::regex("tick ([0-9]+)\n"))) return std::stoi(m[1]);
+  return -1;
+}
+
+bool wait_for_output(Machine& m, const std::string& needle, std::chrono::milliseconds limit) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (m.serial_output().find(needle) != std::string::npos) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
+}
+
+TEST(MachineLifecycle, PauseStopsProgressResumeContinues) {
+  REQUIRE_KVM();
+  auto m = Machine::create(base_config(guest("counter.elf")));
+  ASSERT_TRUE(m) << m.error().message;
+  ASSERT_TRUE((*m)->start());
+  ASSERT_TRUE(wait_for_output(**m, "tick 3\n", 10s)) << (*m)->serial_output();
+  ASSERT_TRUE((*m)->pause());
+  EXPECT_EQ((*m)->status().state, MachineState::kPaused);
+  int at_pause = last_tick((*m)->serial_output());
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(last_tick((*m)->serial_output()), at_pause);
+  ASSERT_TRUE((*m)->resume());
+  ASSERT_TRUE(wait_for_output(**m, "tick " + std::to_string(at_pause + 3) + "\n", 10s));
+  (*m)->stop();
+}
+
+TEST(MachineSnapshot, CounterSurvivesSnapshotRestore) {
+  REQUIRE_KVM();
+  std::string dir = temp_dir();
+  auto m = Machine::create(base_config(guest("counter.elf")));
+  ASSERT_TRUE(m) << m.error().message;
+  ASSERT_TRUE((*m)->start());
+  ASSERT_TRUE(wait_for_output(**m, "tick 5\n", 10s)) << (*m)->serial_output();
+  auto st = (*m)->snapshot(dir + "/snap");
+  ASSERT_TRUE(st) << st.error().message;
+  int at_snapshot = last_tick((*m)->serial_output());
+  (*m)->stop();
+
+  RestoreOptions opts;
+  opts.capture_serial = true;
+  auto r = Machine::restore(dir + "/snap", opts);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ((*r)->status().state, MachineState::kPaused);
+  ASSERT_TRUE((*r)->resume());
+  ASSERT_TRUE(wait_for_output(**r, "counter done\n", 30s)) << (*r)->serial_output().substr(0, 400);
+  std::string out = (*r)->serial_output();
+  // The clone continues the count: no "counter start", first tick right after the snapshot.
+  EXPECT_EQ(out.find("counter start"), std::string::npos);
+  EXPECT_EQ(first_tick(out), at_snapshot + 1) << out.substr(0, 200);
+  EXPECT_EQ(last_tick(out), 40);
+  (*r)->stop();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(MachineSnapshot, RejectsCorruptState) {
+  REQUIRE_KVM();
+  std::string dir = temp_dir();
+  auto m = Machine::create(base_config(guest("counter.elf")));
+  ASSERT_TRUE(m);
+  ASSERT_TRUE((*m)->start());
+  ASSERT_TRUE(wait_for_output(**m, "tick 1\n", 10s));
+  ASSERT_TRUE((*m)->snapshot(dir));
+  (*m)->stop();
+  {
+    std::fstream f(dir + "/state", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\x5A');
+  }
+  auto r = Machine::restore(dir, RestoreOptions{});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("checksum"), std::string::npos) << r.error().message;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -50,6 +50,21 @@ inline constexpr size_t kMaxRenderedCredentialBytes = 8 * 1024;
 // more than this is refused as token_misuse anyway).
 inline constexpr size_t kMaxTokensPerRequest = 16;
 
+// --- DNS (dns_message.h) ---
+
+// Hard. Largest DNS query accepted (UDP with EDNS, or one TCP message); bigger is refused.
+inline constexpr size_t kMaxDnsQueryBytes = 4096;
+// Hard. RFC 1035 §2.3.4: 63 bytes per label, 255 bytes per name in wire form.
+inline constexpr size_t kMaxDnsLabelBytes = 63;
+inline constexpr size_t kMaxDnsNameWireBytes = 255;
+// Hard. Compression pointers followed while reading one name (each must point backwards, so
+// loops are impossible anyway; this bounds the work).
+inline constexpr size_t kMaxDnsPointerHops = 16;
+// Hard. Addresses put in one answer; the rest are dropped so that a response stays small.
+inline constexpr size_t kMaxDnsAnswers = 16;
+// UDP payload size we advertise in EDNS responses (the DNS flag day 2020 value), bytes.
+inline constexpr uint16_t kDnsEdnsUdpSize = 1232;
+
 // The configurable subset, passed to check_request(); defaults are the soft values above.
 struct StageLimits {
   size_t max_request_line_bytes = kDefaultMaxRequestLineBytes;

@@ -243,7 +243,11 @@ void FakeUpstream::serve(int fd) {
     if (target.rfind("/upload", 0) == 0) {
       body = "bytes=" + std::to_string(total) + " sum=" + std::to_string(sum) + "\n";
     } else {
-      body = head + "body-bytes: " + std::to_string(total) + "\n";
+      // Header names only: the values the upstream saw are checked through heads(), so that a
+      // test can tell what the sandbox receives from what the upstream received.
+      body = line + "\n";
+      for (const auto& [k, v] : h) body += k + "\n";
+      body += "body-bytes: " + std::to_string(total) + "\n";
       if (h.count("authorization")) extra += "X-Echo-Authorization: " + header_or("authorization") + "\r\n";
       if (h.count("x-api-key")) extra += "X-Echo-Api-Key: " + header_or("x-api-key") + "\r\n";
     }

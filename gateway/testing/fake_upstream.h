@@ -1,7 +1,7 @@
 // A fake upstream HTTP/1.1 server on loopback (TLS with its own test CA, or plain), one
 // thread per connection, written without the gateway's parser so that it checks it.
 // Endpoints:
-//   /echo...      200, body lists the request line and headers as received; response headers
+//   /echo...      200, body lists the request line and header names; response headers
 //                 X-Echo-Authorization / X-Echo-Api-Key reflect those request headers.
 //   /big?n=N      200 with N bytes (Content-Length); /bigchunked?n=N the same, chunked.
 //   /upload       consumes the body, answers "bytes=N sum=S" (S = byte sum mod 2^32).

@@ -4,7 +4,8 @@
  * program before writing these): real mode runs (emulated, ~0.25 us per instruction); 32-bit
  * protected mode with paging off runs (the PVH entry); 64-bit long mode entered directly with
  * the monitor's identity page tables (CR0.PG|PE, CR4.PAE, EFER.LME|LMA, 2 MiB pages) runs
- * natively, and port I/O and MMIO exits reach user space in about 15 us each. With the in-kernel
+ * (but KVM-PVM emulates a non-PVM guest's kernel-mode code: a loop iteration costs tens of
+ * microseconds, so guests keep their loops short), and port I/O and MMIO exits reach user space in about 15 us each. With the in-kernel
  * irqchip a HLT never returns to user space, so guests end with the i8042 reset (outb 0xFE to
  * port 0x64), which the monitor treats as "stop". The monitor maps only the first 1 GiB; guests
  * that touch virtio-mmio (0xC0001000) map the 3-4 GiB range themselves (map_mmio_gap()).

@@ -11,6 +11,53 @@
 namespace cordon::vmm::kvm {
 namespace {
 
+// The request numbers of ioctls whose argument struct ends in a flexible array encode the C
+// sizeof of that struct. Compiled as C++, linux/kvm.h's flexible-array declarations give other
+// sizes (kvm_cpuid2 is 12 bytes instead of 8), so the macros would name requests the kernel does
+// not know (EINVAL). Spell these requests with the C ABI sizes (fixed by the kernel ABI).
+constexpr unsigned long kGetSupportedCpuid = _IOC(_IOC_READ | _IOC_WRITE, KVMIO, 0x05, 8);
+constexpr unsigned long kSetCpuid2 = _IOC(_IOC_WRITE, KVMIO, 0x90, 8);
+constexpr unsigned long kGetCpuid2 = _IOC(_IOC_READ | _IOC_WRITE, KVMIO, 0x91, 8);
+constexpr unsigned long kGetMsrs = _IOC(_IOC_READ | _IOC_WRITE, KVMIO, 0x88, 8);
+constexpr unsigned long kSetMsrs = _IOC(_IOC_WRITE, KVMIO, 0x89, 8);
+constexpr unsigned long kGetMsrIndexList = _IOC(_IOC_READ | _IOC_WRITE, KVMIO, 0x02, 4);
+constexpr unsigned long kGetXsave = _IOC(_IOC_READ, KVMIO, 0xa4, 4096);
+constexpr unsigned long kSetXsave = _IOC(_IOC_WRITE, KVMIO, 0xa5, 4096);
+constexpr unsigned long kGetXsave2 = _IOC(_IOC_READ, KVMIO, 0xcf, 4096);
+constexpr size_t kXsaveLegacyBytes = 4096;  // C sizeof(struct kvm_xsave)
+constexpr size_t kFlexHeader = 8;  // C offset of kvm_cpuid2.entries and kvm_msrs.entries
+
+// Byte buffers in the C layout; entries are copied with memcpy (no struct punning).
+std::vector<uint8_t> pack_cpuid(const CpuidEntries& entries) {
+  std::vector<uint8_t> buf(kFlexHeader + entries.size() * sizeof(kvm_cpuid_entry2));
+  uint32_t n = static_cast<uint32_t>(entries.size());
+  std::memcpy(buf.data(), &n, 4);
+  if (!entries.empty()) std::memcpy(buf.data() + kFlexHeader, entries.data(), entries.size() * sizeof(kvm_cpuid_entry2));
+  return buf;
+}
+
+CpuidEntries unpack_cpuid(const std::vector<uint8_t>& buf) {
+  uint32_t n = 0;
+  std::memcpy(&n, buf.data(), 4);
+  size_t cap = (buf.size() - kFlexHeader) / sizeof(kvm_cpuid_entry2);
+  CpuidEntries out(std::min<size_t>(n, cap));
+  if (!out.empty()) std::memcpy(out.data(), buf.data() + kFlexHeader, out.size() * sizeof(kvm_cpuid_entry2));
+  return out;
+}
+
+std::vector<uint8_t> pack_msrs(const std::vector<uint32_t>& idx, const std::vector<uint64_t>& val) {
+  std::vector<uint8_t> buf(kFlexHeader + idx.size() * sizeof(kvm_msr_entry));
+  uint32_t n = static_cast<uint32_t>(idx.size());
+  std::memcpy(buf.data(), &n, 4);
+  for (size_t i = 0; i < idx.size(); ++i) {
+    kvm_msr_entry e{};
+    e.index = idx[i];
+    e.data = i < val.size() ? val[i] : 0;
+    std::memcpy(buf.data() + kFlexHeader + i * sizeof(e), &e, sizeof e);
+  }
+  return buf;
+}
+
 std::string errno_text(const char* what) {
   return std::string(what) + ": " + std::strerror(errno);
 }
@@ -60,14 +107,12 @@ Result<int> Kvm::vcpu_mmap_size() const {
 }
 
 Result<CpuidEntries> Kvm::supported_cpuid() const {
-  // kvm_cpuid2 ends in a flexible array: allocate header + n entries in one aligned buffer and
-  // tell the kernel n; it fails with E2BIG when n is too small, so grow and retry.
+  // Buffer = C layout of kvm_cpuid2: u32 nent, u32 padding, then the entries at offset 8. It fails
+  // with E2BIG when n is too small, so grow and retry.
   for (uint32_t n = 128; n <= 4096; n *= 2) {
-    std::vector<uint64_t> buf((sizeof(kvm_cpuid2) + n * sizeof(kvm_cpuid_entry2)) / 8 + 1);
-    auto* c = reinterpret_cast<kvm_cpuid2*>(buf.data());  // sound: buffer is 8-aligned and large enough
-    c->nent = n;
-    if (::ioctl(fd_.get(), KVM_GET_SUPPORTED_CPUID, c) == 0)
-      return CpuidEntries(c->entries, c->entries + c->nent);
+    std::vector<uint8_t> buf(kFlexHeader + n * sizeof(kvm_cpuid_entry2));
+    std::memcpy(buf.data(), &n, 4);
+    if (::ioctl(fd_.get(), kGetSupportedCpuid, buf.data()) == 0) return unpack_cpuid(buf);
     if (errno != E2BIG) return fail(errno_text("KVM_GET_SUPPORTED_CPUID"));
   }
   return fail("KVM_GET_SUPPORTED_CPUID: more than 4096 entries");
@@ -75,11 +120,10 @@ Result<CpuidEntries> Kvm::supported_cpuid() const {
 
 Result<std::vector<uint32_t>> Kvm::msr_index_list() const {
   for (uint32_t n = 256; n <= 16384; n *= 2) {
-    std::vector<uint32_t> buf(n + 1);
-    auto* l = reinterpret_cast<kvm_msr_list*>(buf.data());  // sound: u32 nmsrs + u32 indices[]
-    l->nmsrs = n;
-    if (::ioctl(fd_.get(), KVM_GET_MSR_INDEX_LIST, l) == 0)
-      return std::vector<uint32_t>(l->indices, l->indices + l->nmsrs);
+    std::vector<uint32_t> buf(n + 1);  // C layout of kvm_msr_list: u32 nmsrs, u32 indices[]
+    buf[0] = n;
+    if (::ioctl(fd_.get(), kGetMsrIndexList, buf.data()) == 0)
+      return std::vector<uint32_t>(buf.begin() + 1, buf.begin() + 1 + std::min(buf[0], n));
     if (errno != E2BIG) return fail(errno_text("KVM_GET_MSR_INDEX_LIST"));
   }
   return fail("KVM_GET_MSR_INDEX_LIST: too many MSRs");
@@ -226,72 +270,65 @@ CORDON_SET(kvm_vcpu_events, set_vcpu_events, KVM_SET_VCPU_EVENTS)
 #undef CORDON_SET
 
 Status Vcpu::set_cpuid(const CpuidEntries& entries) {
-  std::vector<uint64_t> buf((sizeof(kvm_cpuid2) + entries.size() * sizeof(kvm_cpuid_entry2)) / 8 + 1);
-  auto* c = reinterpret_cast<kvm_cpuid2*>(buf.data());  // sound: aligned, sized for the entries
-  c->nent = static_cast<uint32_t>(entries.size());
-  std::memcpy(c->entries, entries.data(), entries.size() * sizeof(kvm_cpuid_entry2));
-  return ioctl_ptr(fd_.get(), KVM_SET_CPUID2, c, "KVM_SET_CPUID2");
+  std::vector<uint8_t> buf = pack_cpuid(entries);
+  return ioctl_ptr(fd_.get(), kSetCpuid2, buf.data(), "KVM_SET_CPUID2");
 }
 
 Result<CpuidEntries> Vcpu::get_cpuid() const {
   const uint32_t n = 256;
-  std::vector<uint64_t> buf((sizeof(kvm_cpuid2) + n * sizeof(kvm_cpuid_entry2)) / 8 + 1);
-  auto* c = reinterpret_cast<kvm_cpuid2*>(buf.data());  // sound: aligned, sized for n entries
-  c->nent = n;
-  if (auto st = ioctl_ptr(fd_.get(), KVM_GET_CPUID2, c, "KVM_GET_CPUID2"); !st) return fail(st.error());
-  return CpuidEntries(c->entries, c->entries + c->nent);
+  std::vector<uint8_t> buf(kFlexHeader + n * sizeof(kvm_cpuid_entry2));
+  std::memcpy(buf.data(), &n, 4);
+  if (auto st = ioctl_ptr(fd_.get(), kGetCpuid2, buf.data(), "KVM_GET_CPUID2"); !st) return fail(st.error());
+  return unpack_cpuid(buf);
 }
 
 Result<std::vector<MsrEntry>> Vcpu::get_msrs(const std::vector<uint32_t>& indices) const {
-  std::vector<uint64_t> buf((sizeof(kvm_msrs) + indices.size() * sizeof(kvm_msr_entry)) / 8 + 1);
-  auto* m = reinterpret_cast<kvm_msrs*>(buf.data());  // sound: aligned, sized for the entries
-  m->nmsrs = static_cast<uint32_t>(indices.size());
-  for (size_t i = 0; i < indices.size(); ++i) {
-    m->entries[i] = kvm_msr_entry{};
-    m->entries[i].index = indices[i];
-  }
-  int r = ::ioctl(fd_.get(), KVM_GET_MSRS, m);
+  std::vector<uint8_t> buf = pack_msrs(indices, {});
+  int r = ::ioctl(fd_.get(), kGetMsrs, buf.data());
   if (r < 0) return fail(errno_text("KVM_GET_MSRS"));
   // KVM stops at the first MSR it cannot read; r is the count it filled.
   std::vector<MsrEntry> out;
-  for (int i = 0; i < r; ++i) out.push_back({m->entries[i].index, m->entries[i].data});
+  for (int i = 0; i < r && static_cast<size_t>(i) < indices.size(); ++i) {
+    kvm_msr_entry e{};
+    std::memcpy(&e, buf.data() + kFlexHeader + size_t(i) * sizeof(e), sizeof e);
+    out.push_back({e.index, e.data});
+  }
   return out;
 }
 
 Status Vcpu::set_msrs(const std::vector<MsrEntry>& msrs) {
-  std::vector<uint64_t> buf((sizeof(kvm_msrs) + msrs.size() * sizeof(kvm_msr_entry)) / 8 + 1);
-  auto* m = reinterpret_cast<kvm_msrs*>(buf.data());  // sound: aligned, sized for the entries
-  m->nmsrs = static_cast<uint32_t>(msrs.size());
-  for (size_t i = 0; i < msrs.size(); ++i) {
-    m->entries[i] = kvm_msr_entry{};
-    m->entries[i].index = msrs[i].index;
-    m->entries[i].data = msrs[i].data;
+  std::vector<uint32_t> idx;
+  std::vector<uint64_t> val;
+  for (const auto& m : msrs) {
+    idx.push_back(m.index);
+    val.push_back(m.data);
   }
-  int r = ::ioctl(fd_.get(), KVM_SET_MSRS, m);
+  std::vector<uint8_t> buf = pack_msrs(idx, val);
+  int r = ::ioctl(fd_.get(), kSetMsrs, buf.data());
   if (r < 0) return fail(errno_text("KVM_SET_MSRS"));
   if (static_cast<size_t>(r) != msrs.size()) {
-    char idx[16];
-    std::snprintf(idx, sizeof idx, "0x%x", msrs[static_cast<size_t>(r)].index);
-    return fail(std::string("KVM_SET_MSRS: rejected MSR ") + idx);
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "0x%x", msrs[static_cast<size_t>(r)].index);
+    return fail(std::string("KVM_SET_MSRS: rejected MSR ") + hex);
   }
   return {};
 }
 
 Result<std::string> Vcpu::get_xsave(int xsave2_size) const {
-  size_t size = xsave2_size > static_cast<int>(sizeof(kvm_xsave)) ? static_cast<size_t>(xsave2_size)
-                                                                   : sizeof(kvm_xsave);
+  size_t size = xsave2_size > static_cast<int>(kXsaveLegacyBytes) ? static_cast<size_t>(xsave2_size)
+                                                                   : kXsaveLegacyBytes;
   std::vector<uint64_t> buf(size / 8 + 1);
-  unsigned long req = size > sizeof(kvm_xsave) ? KVM_GET_XSAVE2 : KVM_GET_XSAVE;
+  unsigned long req = size > kXsaveLegacyBytes ? kGetXsave2 : kGetXsave;
   // KVM_GET_XSAVE2 writes as many bytes as KVM_CAP_XSAVE2 reported: the buffer has that size.
   if (::ioctl(fd_.get(), req, buf.data()) < 0) return fail(errno_text("KVM_GET_XSAVE2"));
   return std::string(reinterpret_cast<const char*>(buf.data()), size);
 }
 
 Status Vcpu::set_xsave(const std::string& area) {
-  if (area.size() < sizeof(kvm_xsave)) return fail("KVM_SET_XSAVE: area shorter than 4096 bytes");
+  if (area.size() < kXsaveLegacyBytes) return fail("KVM_SET_XSAVE: area shorter than 4096 bytes");
   std::vector<uint64_t> buf(area.size() / 8 + 1);
   std::memcpy(buf.data(), area.data(), area.size());
-  if (::ioctl(fd_.get(), KVM_SET_XSAVE, buf.data()) < 0) return fail(errno_text("KVM_SET_XSAVE"));
+  if (::ioctl(fd_.get(), kSetXsave, buf.data()) < 0) return fail(errno_text("KVM_SET_XSAVE"));
   return {};
 }
 

@@ -70,7 +70,7 @@ class SteeringE2E : public ::testing::Test {
     auto s = Steering::create();
     ASSERT_TRUE(s) << s.error().message;
     steering_ = std::move(*s);
-    ASSERT_TRUE(steering_->attach(sb().host_ifname));
+    ASSERT_TRUE(steering_->attach(sb().host_ifname, sources()));
     // The test's stand-ins for the gateway: transparent listeners on loopback, random ports.
     tcp4_ = bound_socket(SOCK_STREAM, AF_INET, "127.0.0.1", 0, true);
     tcp6_ = bound_socket(SOCK_STREAM, AF_INET6, "::1", 0, true);
@@ -100,6 +100,7 @@ class SteeringE2E : public ::testing::Test {
   }
 
   const sandbox::NetnsSandbox& sb() const { return topo_->sandbox(); }
+  SourceAddresses sources() const { return {sb().sandbox_ipv4, sb().sandbox_ipv6}; }
 
   int connect_from_sandbox(int family, const std::string& ip, uint16_t port,
                            int timeout_ms = 1500) {
@@ -266,7 +267,7 @@ TEST_F(SteeringE2E, WithoutTheProgramTheTopologyWouldLeak) {
   if (fd >= 0) close(fd);
   EXPECT_GT(topo_->leaked_packets(), 0u);
   uint64_t before = topo_->leaked_packets();
-  ASSERT_TRUE(steering_->attach(sb().host_ifname));
+  ASSERT_TRUE(steering_->attach(sb().host_ifname, sources()));
   EXPECT_LT(connect_from_sandbox(AF_INET, kFakeHost4, 22, 400), 0);
   EXPECT_EQ(topo_->leaked_packets(), before);
 }
@@ -294,8 +295,68 @@ TEST_F(SteeringE2E, ANonTransparentHostListenerOnPort443IsNotTheTarget) {
   close(other);
 }
 
+uint16_t checksum(const uint8_t* p, size_t n, uint32_t sum = 0) {
+  for (size_t i = 0; i + 1 < n; i += 2) sum += (p[i] << 8) | p[i + 1];
+  if (n & 1) sum += p[n - 1] << 8;
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+// A valid TCP SYN from `src` (any address) to dst:port, sent with IP_HDRINCL.
+bool send_raw_syn(const std::string& src, const std::string& dst, uint16_t port) {
+  uint8_t pkt[40] = {0x45, 0, 0, 40, 0, 1, 0x40, 0, 64, IPPROTO_TCP};
+  inet_pton(AF_INET, src.c_str(), pkt + 12);
+  inet_pton(AF_INET, dst.c_str(), pkt + 16);
+  uint16_t c = checksum(pkt, 20);
+  pkt[10] = static_cast<uint8_t>(c >> 8);
+  pkt[11] = static_cast<uint8_t>(c);
+  uint8_t* t = pkt + 20;
+  t[0] = 0x9c;  // source port 40000
+  t[1] = 0x40;
+  t[2] = static_cast<uint8_t>(port >> 8);
+  t[3] = static_cast<uint8_t>(port);
+  t[7] = 1;      // seq
+  t[12] = 0x50;  // header length 20
+  t[13] = 0x02;  // SYN
+  t[14] = 0xff;  // window
+  t[15] = 0xff;
+  uint8_t pseudo[12] = {};
+  memcpy(pseudo, pkt + 12, 8);
+  pseudo[9] = IPPROTO_TCP;
+  pseudo[11] = 20;
+  uint32_t sum = 0;
+  for (size_t i = 0; i < sizeof pseudo; i += 2) sum += (pseudo[i] << 8) | pseudo[i + 1];
+  c = checksum(t, 20, sum);
+  t[16] = static_cast<uint8_t>(c >> 8);
+  t[17] = static_cast<uint8_t>(c);
+  int fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+  if (fd < 0) return false;
+  sockaddr_storage ss;
+  socklen_t len = cordon::testing::make_sockaddr(AF_INET, dst, 0, &ss);
+  bool ok = sendto(fd, pkt, sizeof pkt, 0, reinterpret_cast<sockaddr*>(&ss), len) == sizeof pkt;
+  close(fd);
+  return ok;
+}
+
+TEST_F(SteeringE2E, ASandboxCannotPoseAsAnotherSource) {
+  // Spoofing sandbox B's address (10.200.0.6) toward the listener: dropped, never accepted.
+  EXPECT_TRUE(in_netns(sb().name, [] { return send_raw_syn("10.200.0.6", kFakeHost4, 443); }));
+  EXPECT_LT(accept_within(tcp4_, 300), 0);
+  auto c = counters();
+  EXPECT_EQ(c[Counter::kDropSpoofed], 1u);
+  EXPECT_EQ(c[Counter::kSteerHttp], 0u);
+  // The same SYN from its own address does reach the listener: the probe itself works.
+  EXPECT_TRUE(
+      in_netns(sb().name, [&] { return send_raw_syn(sb().sandbox_ipv4, kFakeHost4, 443); }));
+  EXPECT_EQ(counters()[Counter::kSteerHttp], 1u);
+  int conn = accept_within(tcp4_, 2000);
+  EXPECT_GE(conn, 0) << "a valid raw SYN from the sandbox's own address should be accepted";
+  if (conn >= 0) close(conn);
+  EXPECT_EQ(topo_->leaked_packets(), 0u);
+}
+
 TEST_F(SteeringE2E, AttachAndDetachAreIdempotentAndPolicyRoutingFollows) {
-  ASSERT_TRUE(steering_->attach(sb().host_ifname));
+  ASSERT_TRUE(steering_->attach(sb().host_ifname, sources()));
   EXPECT_EQ(steering_->attached().size(), 1u);
   auto filters = command_output({"tc", "filter", "show", "dev", sb().host_ifname, "ingress"});
   EXPECT_NE(filters.find("cordon_steer"), std::string::npos) << filters;
@@ -324,9 +385,11 @@ TEST_F(SteeringE2E, HundredSandboxesLeaveNothingBehind) {
   uint32_t prog = steering_->program_id();
   std::vector<uint32_t> maps = steering_->map_ids();
   ASSERT_NE(prog, 0u);
-  ASSERT_EQ(maps.size(), 4u);
-  for (const auto& b : boxes) ASSERT_TRUE(steering_->attach(b.host_ifname));
-  for (const auto& b : boxes) ASSERT_TRUE(steering_->attach(b.host_ifname));  // idempotent
+  ASSERT_EQ(maps.size(), 5u);
+  for (const auto& b : boxes)
+    ASSERT_TRUE(steering_->attach(b.host_ifname, {b.sandbox_ipv4, b.sandbox_ipv6}));
+  for (const auto& b : boxes)  // idempotent
+    ASSERT_TRUE(steering_->attach(b.host_ifname, {b.sandbox_ipv4, b.sandbox_ipv6}));
   EXPECT_EQ(steering_->attached().size(), 101u);
   int with_filter = 0;
   for (const auto& b : boxes)

@@ -162,8 +162,8 @@ std::string build_dsdt(const std::vector<AcpiVirtioSlot>& slots) {
                              name("_CRS", resource_template(io(0x60, 0x60, 1, 1) + io(0x64, 0x64, 1, 1) +
                                                             irq_no_flags(1))));
   for (size_t i = 0; i < slots.size(); ++i) {
-    char n[5];
-    std::snprintf(n, sizeof n, "V%03zu", i);
+    char n[8];
+    std::snprintf(n, sizeof n, "V%03u", static_cast<unsigned>(i % 1000));
     body += device(n, name("_HID", string("LNRO0005")) + name("_UID", integer(i)) + name("_CCA", integer(1)) +
                           name("_CRS", resource_template(
                                            memory32_fixed(static_cast<uint32_t>(slots[i].mmio_base), 0x1000, true) +

@@ -1,0 +1,188 @@
+#include "tests/e2e/gateway/e2e_util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace cordon::gateway::e2e {
+
+namespace {
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+CurlResult run_curl(const std::vector<std::string>& args, const std::string& tmpdir) {
+  static int seq = 0;
+  std::string n = std::to_string(++seq);
+  std::string body_path = tmpdir + "/body" + n, head_path = tmpdir + "/head" + n,
+              code_path = tmpdir + "/code" + n;
+  std::vector<std::string> argv = {"curl", "-sS", "--max-time", "60", "-o", body_path, "-D",
+                                   head_path, "-w", "%{http_code} %{http_connect} %{size_download}"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = ::open(code_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 1);
+    int devnull = ::open("/dev/null", O_WRONLY);
+    dup2(devnull, 2);
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    // No proxy from the environment: only what the test passes.
+    for (const char* v : {"http_proxy", "https_proxy", "HTTPS_PROXY", "ALL_PROXY", "all_proxy",
+                          "NO_PROXY", "no_proxy"}) {
+      unsetenv(v);
+    }
+    execvp("curl", cargv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CurlResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  // The CONNECT reply's status when the tunnel itself was refused.
+  std::string codes = slurp(code_path);
+  int code = 0, connect_code = 0;
+  unsigned long long size = 0;
+  std::sscanf(codes.c_str(), "%d %d %llu", &code, &connect_code, &size);
+  r.size_download = size;
+  r.http_code = code ? code : connect_code;
+  r.headers = slurp(head_path);
+  r.body = slurp(body_path);
+  ::unlink(body_path.c_str());
+  ::unlink(head_path.c_str());
+  ::unlink(code_path.c_str());
+  return r;
+}
+
+RawClient::~RawClient() {
+  if (ssl_) SSL_free(ssl_);
+  if (ctx_) SSL_CTX_free(ctx_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool RawClient::connect_tcp(uint16_t port, int timeout_ms) {
+  fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+}
+
+std::string RawClient::connect_tunnel(const std::string& authority, const std::string& user_pass) {
+  static const char* kB64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string b64;
+  int val = 0, bits = -6;
+  for (unsigned char c : user_pass) {
+    val = (val << 8) + c;
+    bits += 8;
+    while (bits >= 0) {
+      b64.push_back(kB64[(val >> bits) & 0x3F]);
+      bits -= 6;
+    }
+  }
+  if (bits > -6) b64.push_back(kB64[((val << 8) >> (bits + 8)) & 0x3F]);
+  while (b64.size() % 4) b64.push_back('=');
+  send("CONNECT " + authority + " HTTP/1.1\r\nHost: " + authority +
+       "\r\nProxy-Authorization: Basic " + b64 + "\r\n\r\n");
+  std::string head;
+  char c;
+  while (head.find("\r\n\r\n") == std::string::npos) {
+    int n = static_cast<int>(::recv(fd_, &c, 1, 0));
+    if (n <= 0) break;
+    head.push_back(c);
+  }
+  return head;
+}
+
+bool RawClient::start_tls(const std::string& sni, const std::string& ca_pem_path) {
+  ctx_ = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_load_verify_locations(ctx_, ca_pem_path.c_str(), nullptr);
+  SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
+  ssl_ = SSL_new(ctx_);
+  SSL_set_fd(ssl_, fd_);
+  if (!sni.empty()) {
+    SSL_set_tlsext_host_name(ssl_, sni.c_str());
+    SSL_set1_host(ssl_, sni.c_str());
+  }
+  return SSL_connect(ssl_) == 1;
+}
+
+bool RawClient::send(const std::string& data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    int n = ssl_ ? SSL_write(ssl_, data.data() + off, static_cast<int>(data.size() - off))
+                 : static_cast<int>(::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL));
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+int RawClient::recv_some(char* buf, int len) {
+  int n = ssl_ ? SSL_read(ssl_, buf, len) : static_cast<int>(::recv(fd_, buf, len, 0));
+  if (n <= 0) {
+    // Timeout (EAGAIN) is not a close; everything else is.
+    if (!(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+          (!ssl_ || SSL_get_error(ssl_, n) == SSL_ERROR_WANT_READ ||
+           SSL_get_error(ssl_, n) == SSL_ERROR_SYSCALL))) {
+      closed_ = true;
+    }
+    if (n == 0) closed_ = true;
+  }
+  return n;
+}
+
+std::string RawClient::read_until_close() {
+  std::string out = std::move(pending_);
+  char buf[16384];
+  while (true) {
+    int n = recv_some(buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+std::string RawClient::read_until(const std::string& marker, int count) {
+  std::string out = std::move(pending_);
+  char buf[16384];
+  while (static_cast<int>(count_of(out, marker)) < count) {
+    int n = recv_some(buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+size_t count_of(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
+  return n;
+}
+
+long rss_kib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
+}  // namespace cordon::gateway::e2e
