@@ -37,7 +37,9 @@ TEST(JsonEscape, QuotesBackslashesAndControls) {
 }
 
 TEST(JsonEscape, LineSeparatorsAreEscaped) {
-  EXPECT_EQ(esc("a\xe2\x80\xa8" "b\xe2\x80\xa9"), "\"a\\u2028b\\u2029\"");
+  EXPECT_EQ(esc("a\xe2\x80\xa8"
+                "b\xe2\x80\xa9"),
+            "\"a\\u2028b\\u2029\"");
 }
 
 TEST(JsonEscape, ValidUtf8PassesThrough) {
@@ -47,21 +49,24 @@ TEST(JsonEscape, ValidUtf8PassesThrough) {
 }
 
 TEST(JsonEscape, InvalidUtf8BecomesReplacementCharacters) {
-  EXPECT_EQ(esc("a\x80z"), "\"a\\ufffdz\"");                    // stray continuation
-  EXPECT_EQ(esc("\xc0\xaf"), "\"\\ufffd\\ufffd\"");             // overlong '/'
-  EXPECT_EQ(esc("\xe0\x80\xaf"), "\"\\ufffd\\ufffd\\ufffd\"");  // overlong, 3 bytes
-  EXPECT_EQ(esc("\xed\xa0\x80"), "\"\\ufffd\\ufffd\\ufffd\"");  // UTF-16 surrogate
+  EXPECT_EQ(esc("a\x80z"), "\"a\\ufffdz\"");                               // stray continuation
+  EXPECT_EQ(esc("\xc0\xaf"), "\"\\ufffd\\ufffd\"");                        // overlong '/'
+  EXPECT_EQ(esc("\xe0\x80\xaf"), "\"\\ufffd\\ufffd\\ufffd\"");             // overlong, 3 bytes
+  EXPECT_EQ(esc("\xed\xa0\x80"), "\"\\ufffd\\ufffd\\ufffd\"");             // UTF-16 surrogate
   EXPECT_EQ(esc("\xf4\x90\x80\x80"), "\"\\ufffd\\ufffd\\ufffd\\ufffd\"");  // > U+10FFFF
   EXPECT_EQ(esc("\xff\xfe"), "\"\\ufffd\\ufffd\"");
   EXPECT_EQ(esc("ok\xe2\x82"), "\"ok\\ufffd\\ufffd\"");  // truncated at the end
-  EXPECT_EQ(esc("\xc3" "A"), "\"\\ufffdA\"");             // lead byte then ASCII
+  EXPECT_EQ(esc("\xc3"
+                "A"),
+            "\"\\ufffdA\"");  // lead byte then ASCII
 }
 
 // Random bytes, biased towards the dangerous ones: whatever the input, the output is one JSON
 // string with no raw control bytes and no line separators, that every parser reads back.
 TEST(JsonEscape, RandomInputsAlwaysGiveOneSafeJsonString) {
   std::mt19937 rng(12345);
-  const std::string specials = std::string("\"\\\n\r\t\0\x7f\x80\xbf\xc0\xc3\xe2\x80\xa8\xed\xf4\xff", 17);
+  const std::string specials =
+      std::string("\"\\\n\r\t\0\x7f\x80\xbf\xc0\xc3\xe2\x80\xa8\xed\xf4\xff", 17);
   for (int round = 0; round < 3000; ++round) {
     std::string s;
     size_t len = rng() % 40;

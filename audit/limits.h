@@ -18,8 +18,8 @@ inline constexpr size_t kMaxKeyBytes = 64;
 inline constexpr size_t kMaxLineBytes = 1 << 20;
 
 // Writer defaults (soft, WriterOptions).
-inline constexpr size_t kDefaultQueueEvents = 65536;        // accepted, not yet written
-inline constexpr size_t kDefaultMaxBatchEvents = 4096;      // lines per write()
+inline constexpr size_t kDefaultQueueEvents = 65536;          // accepted, not yet written
+inline constexpr size_t kDefaultMaxBatchEvents = 4096;        // lines per write()
 inline constexpr uint64_t kDefaultRotateBytes = 64ull << 20;  // live file size before rotation
 inline constexpr std::chrono::milliseconds kDefaultFsyncInterval{100};
 inline constexpr std::chrono::milliseconds kDefaultRetryInterval{250};  // after a write failure

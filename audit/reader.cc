@@ -13,10 +13,16 @@ namespace cordon::audit {
 using namespace detail;
 
 struct Record::Fields {
-  std::vector<ScannedField> v;
+  // An unfiltered query does not scan lines it only passes on; get() scans on first use.
+  mutable std::vector<ScannedField> v;
+  mutable bool scanned = false;
 };
 
 std::optional<std::string> Record::get(std::string_view key) const {
+  if (!fields_->scanned) {
+    if (scan_object(line_, fields_->v, /*strict=*/false) != nullptr) fields_->v.clear();
+    fields_->scanned = true;
+  }
   int i = find_field(fields_->v, key);
   if (i < 0) return std::nullopt;
   const ScannedField& f = fields_->v[size_t(i)];
@@ -81,7 +87,8 @@ Result<VerifyReport> verify(const std::vector<std::string>& paths, VerifyOptions
         return report;
       };
       if (!terminated)
-        return broken("incomplete line (no newline at the end of the file): torn write or cut file");
+        return broken(
+            "incomplete line (no newline at the end of the file): torn write or cut file");
       if (const char* err = scan_object(line, f))
         return broken(std::string("not a valid audit record: ") + err);
       if (const char* err = check_shape(f))
@@ -141,13 +148,6 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
-// Field at its usual position if it is there (the writer's order), else by search.
-const ScannedField* field(const std::vector<ScannedField>& f, std::string_view key, size_t hint) {
-  if (hint < f.size() && f[hint].key == key) return &f[hint];
-  int i = find_field(f, key);
-  return i < 0 ? nullptr : &f[size_t(i)];
-}
-
 bool equals(const ScannedField* f, const std::string& want) {
   if (!f) return false;
   if (f->kind != ValueKind::kString) return f->raw == want;
@@ -155,12 +155,38 @@ bool equals(const ScannedField* f, const std::string& want) {
   return unescape(*f) == want;
 }
 
+bool ts_in_range(const ScannedField& ts, const std::string& since, const std::string& until) {
+  if (ts.kind != ValueKind::kString) return false;
+  std::string normalized;
+  std::string_view t = ts.raw;
+  // The writer's form sorts as text; anything else is parsed and normalized first.
+  if (ts.escaped || t.size() != 27 || t.back() != 'Z') {
+    auto parsed = parse_rfc3339(unescape(ts));
+    if (!parsed) return false;
+    normalized = format_rfc3339_micros(*parsed);
+    t = normalized;
+  }
+  if (!since.empty() && t < since) return false;
+  if (!until.empty() && t >= until) return false;
+  return true;
+}
+
+// Decides a line while scanning it, field by field: a line is dropped at the first field that
+// fails a filter, so a selective query reads little more than the first fields of most lines.
 class Matcher {
  public:
+  static constexpr unsigned kTs = 1, kEvent = 2, kSandbox = 4, kDecision = 8, kRule = 16,
+                            kHost = 32;
+
   explicit Matcher(const QueryFilter& q) : q_(q) {
-    if (q.since) since_ = format_rfc3339_micros(*q.since);
-    if (q.until) until_ = format_rfc3339_micros(*q.until);
+    if (q.since) since_ = format_rfc3339_micros(*q.since), need_ |= kTs;
+    if (q.until) until_ = format_rfc3339_micros(*q.until), need_ |= kTs;
+    if (q.event) need_ |= kEvent;
+    if (q.sandbox) need_ |= kSandbox;
+    if (q.decision) need_ |= kDecision;
+    if (q.rule) need_ |= kRule;
     if (q.host) {
+      need_ |= kHost;
       host_ = *q.host;
       if (host_.rfind("*.", 0) == 0) {
         suffix_ = true;
@@ -169,43 +195,81 @@ class Matcher {
     }
   }
 
-  bool matches(const std::vector<ScannedField>& f) const {
-    if (q_.event && !equals(field(f, "event", 2), *q_.event)) return false;
-    if (q_.sandbox && !equals(field(f, "sandbox", 3), *q_.sandbox)) return false;
-    if (q_.decision && !equals(field(f, "decision", 4), *q_.decision)) return false;
-    if (q_.rule && !equals(field(f, "rule", 6), *q_.rule)) return false;
-    if (q_.since || q_.until) {
-      const ScannedField* ts = field(f, "ts", 0);
-      if (!ts || ts->kind != ValueKind::kString) return false;
-      std::string normalized;
-      std::string_view t = ts->raw;
-      // The writer's form sorts as text; anything else is parsed and normalized first.
-      if (ts->escaped || t.size() != 27 || t.back() != 'Z') {
-        auto parsed = parse_rfc3339(unescape(*ts));
-        if (!parsed) return false;
-        normalized = format_rfc3339_micros(*parsed);
-        t = normalized;
-      }
-      if (q_.since && t < since_) return false;
-      if (q_.until && t >= until_) return false;
+  enum Outcome { kMatch, kNoMatch, kInvalid };
+
+  // Scans `line` into `fields` (complete only on kMatch). Without filters nothing needs scanning:
+  // only the line's frame is checked, and `scanned` says whether `fields` is filled.
+  Outcome run(std::string_view line, std::vector<ScannedField>& fields, bool& scanned) const {
+    fields.clear();
+    if (need_ == 0) {
+      scanned = false;
+      constexpr std::string_view kStart = "{\"ts\":\"";
+      bool framed = line.size() > kStart.size() && line.substr(0, kStart.size()) == kStart &&
+                    line.back() == '}';
+      return framed ? kMatch : kInvalid;
     }
-    if (q_.host) {
-      const ScannedField* h = field(f, "host", 7);
-      if (!h || h->kind != ValueKind::kString) return false;
-      std::string value = unescape(*h);
-      if (suffix_) {
-        if (value.size() <= host_.size() ||
-            !iequals(std::string_view(value).substr(value.size() - host_.size()), host_))
-          return false;
-      } else if (!iequals(value, host_)) {
-        return false;
-      }
+    scanned = true;
+    ObjectScanner scanner(line, /*strict=*/false);
+    ScannedField f;
+    unsigned seen = 0;
+    for (;;) {
+      int r = scanner.next(f);
+      if (r < 0) return kInvalid;
+      if (r == 0) break;
+      fields.push_back(f);
+      unsigned which = need_ & classify(f.key);
+      if (which == 0) continue;
+      if (!check(which, f)) return kNoMatch;
+      seen |= which;
     }
-    return true;
+    if (fields.empty() || fields.front().key != "ts") return kInvalid;
+    return seen == need_ ? kMatch : kNoMatch;
   }
 
  private:
+  static unsigned classify(std::string_view key) {
+    switch (key.size()) {
+      case 2:
+        return key == "ts" ? kTs : 0;
+      case 4:
+        return key == "rule" ? kRule : key == "host" ? kHost : 0;
+      case 5:
+        return key == "event" ? kEvent : 0;
+      case 7:
+        return key == "sandbox" ? kSandbox : 0;
+      case 8:
+        return key == "decision" ? kDecision : 0;
+      default:
+        return 0;
+    }
+  }
+
+  bool check(unsigned which, const ScannedField& f) const {
+    switch (which) {
+      case kTs:
+        return ts_in_range(f, since_, until_);
+      case kEvent:
+        return equals(&f, *q_.event);
+      case kSandbox:
+        return equals(&f, *q_.sandbox);
+      case kDecision:
+        return equals(&f, *q_.decision);
+      case kRule:
+        return equals(&f, *q_.rule);
+      case kHost: {
+        if (f.kind != ValueKind::kString) return false;
+        std::string value = unescape(f);
+        if (!suffix_) return iequals(value, host_);
+        return value.size() > host_.size() &&
+               iequals(std::string_view(value).substr(value.size() - host_.size()), host_);
+      }
+      default:
+        return false;
+    }
+  }
+
   const QueryFilter& q_;
+  unsigned need_ = 0;
   std::string since_, until_, host_;
   bool suffix_ = false;
 };
@@ -227,11 +291,9 @@ Result<QueryStats> query(const std::vector<std::string>& paths, const QueryFilte
     bool terminated;
     while ((*reader)->next(line, terminated)) {
       ++stats.lines;
-      if (scan_object(line, fields.v) != nullptr) {
-        ++stats.invalid;
-        continue;
-      }
-      if (!matcher.matches(fields.v)) continue;
+      auto outcome = matcher.run(line, fields.v, fields.scanned);
+      if (outcome == Matcher::kInvalid) ++stats.invalid;
+      if (outcome != Matcher::kMatch) continue;
       ++stats.matched;
       if (!on_match(Record(line, &fields, &path, (*reader)->line_number()))) return stats;
     }

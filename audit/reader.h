@@ -33,8 +33,8 @@ struct VerifyReport {
   std::vector<std::string> files;  // in chain order
   uint64_t lines = 0;
   uint64_t first_seq = 0, last_seq = 0;
-  std::string head;        // hex SHA-256 of the last good line: record it elsewhere to detect
-                           // truncation or an edit of the final lines later
+  std::string head;         // hex SHA-256 of the last good line: record it elsewhere to detect
+                            // truncation or an edit of the final lines later
   uint64_t recoveries = 0;  // audit_recovered events seen (torn tails cut after a crash)
   bool partial = false;     // started after seq 1 under allow_partial
 };
@@ -46,8 +46,8 @@ struct VerifyReport {
 Result<VerifyReport> verify(const std::vector<std::string>& paths, VerifyOptions options = {});
 
 struct QueryFilter {
-  std::optional<SystemTime> since;  // ts >= since
-  std::optional<SystemTime> until;  // ts < until
+  std::optional<SystemTime> since;                            // ts >= since
+  std::optional<SystemTime> until;                            // ts < until
   std::optional<std::string> sandbox, decision, rule, event;  // exact match
   // Host: exact, case-insensitive; "*.example.com" matches any name below example.com.
   std::optional<std::string> host;

@@ -324,8 +324,17 @@ TEST(Query, SkipsAndCountsLinesThatAreNotRecords) {
     return true;
   });
   ASSERT_TRUE(stats);
-  EXPECT_EQ(stats->invalid, 1u);  // the second one is a valid object, just not a full record
-  EXPECT_EQ(n, 6u);
+  EXPECT_EQ(stats->invalid, 2u);
+  EXPECT_EQ(n, 5u);
+  // With a filter the lines are scanned; the bad ones are still counted, never matched.
+  n = 0;
+  stats = query({path}, {.sandbox = "sb-1"}, [&](const Record&) {
+    ++n;
+    return true;
+  });
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->invalid, 1u);  // {"ts":1} is an object without a sandbox: no match
+  EXPECT_EQ(n, 2u);
 }
 
 TEST(Query, LinesLongerThanTheReadBufferAreRead) {

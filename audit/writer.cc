@@ -72,8 +72,8 @@ Result<Tail> read_tail(int fd, uint64_t size, const std::string& path) {
         t.last_line = acc.substr(0, rel);
         break;
       }
-      if (rel > kMaxLineBytes) return fail(path + ": the last line is over " +
-                                           std::to_string(kMaxLineBytes) + " bytes");
+      if (rel > kMaxLineBytes)
+        return fail(path + ": the last line is over " + std::to_string(kMaxLineBytes) + " bytes");
     } else if (off == 0) {
       break;
     }
@@ -169,9 +169,7 @@ struct Writer::Impl {
   std::thread thread;
   std::optional<Status> close_result;
 
-  SystemTime now() const {
-    return opt.clock ? opt.clock() : std::chrono::system_clock::now();
-  }
+  SystemTime now() const { return opt.clock ? opt.clock() : std::chrono::system_clock::now(); }
 
   void format_batch(std::vector<Pending>& batch) {
     for (auto& p : batch) {
@@ -245,8 +243,8 @@ struct Writer::Impl {
       }
       size_t off = 0;
       while (off < scratch.size()) {
-        ssize_t n = ::pwrite(fd, scratch.data() + off, scratch.size() - off,
-                             off_t(file_size + off));
+        ssize_t n =
+            ::pwrite(fd, scratch.data() + off, scratch.size() - off, off_t(file_size + off));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
           std::string err = n < 0 ? errno_text() : "wrote nothing";
@@ -326,9 +324,9 @@ struct Writer::Impl {
     dir_fd = ::open(opt.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir_fd < 0) return fail("cannot open audit directory " + opt.dir + ": " + errno_text());
     if (::flock(dir_fd, LOCK_EX | LOCK_NB) != 0)
-      return fail("audit directory " + opt.dir + " is in use by another writer (" +
-                  (errno == EWOULDBLOCK ? std::string("is 'cordon serve' running?") : errno_text()) +
-                  ")");
+      return fail(
+          "audit directory " + opt.dir + " is in use by another writer (" +
+          (errno == EWOULDBLOCK ? std::string("is 'cordon serve' running?") : errno_text()) + ")");
     live_path = opt.dir + "/" + std::string(kLiveName);
     ::unlink((live_path + ".next").c_str());  // left over from an interrupted rotation
 
@@ -351,6 +349,7 @@ struct Writer::Impl {
 
     fd = ::open(live_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) return fail("cannot open " + live_path + ": " + errno_text());
+    ::fsync(dir_fd);  // the live file's name, if it was just created
     struct stat st;
     if (::fstat(fd, &st) != 0) return fail("cannot stat " + live_path + ": " + errno_text());
     uint64_t size = uint64_t(st.st_size);
@@ -385,8 +384,10 @@ struct Writer::Impl {
       last_seq = *seq;
       chain = line_hash(*tail->last_line);
       auto first = first_seq_of(live_path);
-      if (!first) return fail(live_path + ": the first line is not a valid audit line; run "
-                              "'cordon audit verify'");
+      if (!first)
+        return fail(live_path +
+                    ": the first line is not a valid audit line; run "
+                    "'cordon audit verify'");
       file_first_seq = *first;
     } else if (!rotated.empty()) {
       const std::string& path = rotated.back().second;
@@ -477,12 +478,12 @@ Status Writer::flush(std::chrono::milliseconds timeout) {
   if (d.durable_seq >= target) return {};
   d.flush_target = std::max(d.flush_target, target);
   d.work_cv.notify_one();
-  bool done = d.done_cv.wait_for(lock, timeout, [&] { return d.durable_seq >= target || d.exited; });
+  bool done =
+      d.done_cv.wait_for(lock, timeout, [&] { return d.durable_seq >= target || d.exited; });
   if (d.durable_seq >= target) return {};
   std::string why = !d.healthy ? d.last_error : d.exited ? "the writer has stopped" : "";
-  return fail("audit flush: " + std::to_string(target - d.durable_seq) +
-              " events not yet durable" + (done ? "" : " after the timeout") +
-              (why.empty() ? "" : ": " + why));
+  return fail("audit flush: " + std::to_string(target - d.durable_seq) + " events not yet durable" +
+              (done ? "" : " after the timeout") + (why.empty() ? "" : ": " + why));
 }
 
 Status Writer::health() const {

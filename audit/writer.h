@@ -45,8 +45,8 @@ struct WriterOptions {
 };
 
 struct WriterStats {
-  uint64_t accepted = 0;  // append() calls that returned a seq
-  uint64_t refused = 0;   // append() calls refused (queue full, unhealthy, closed, bad event)
+  uint64_t accepted = 0;     // append() calls that returned a seq
+  uint64_t refused = 0;      // append() calls refused (queue full, unhealthy, closed, bad event)
   uint64_t written = 0;      // lines written by this writer (not necessarily fsynced)
   uint64_t written_seq = 0;  // highest seq written
   uint64_t durable_seq = 0;  // highest seq fsynced

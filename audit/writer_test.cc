@@ -76,7 +76,8 @@ TEST(Writer, WritesChainedLinesAndFlushMakesThemDurable) {
   auto lines = lines_of(slurp(live(dir)));
   ASSERT_EQ(lines.size(), 100u);
   EXPECT_EQ(lines[0].rfind("{\"ts\":\"", 0), 0u);
-  EXPECT_NE(lines[0].find("\"seq\":1,\"event\":\"request\",\"sandbox\":\"sb-1\""), std::string::npos);
+  EXPECT_NE(lines[0].find("\"seq\":1,\"event\":\"request\",\"sandbox\":\"sb-1\""),
+            std::string::npos);
   EXPECT_NE(lines[0].find(",\"prev\":\"" + std::string(kGenesisPrev) + "\"}"), std::string::npos);
   auto report = verify_ok({dir.path()});
   EXPECT_EQ(report.lines, 100u);
@@ -192,7 +193,8 @@ TEST(Writer, RotatesBySizeAndContinuesTheChain) {
 
   // Files given one by one in reverse order are put back into chain order.
   std::vector<std::string> reversed;
-  for (auto it = names.rbegin(); it != names.rend(); ++it) reversed.push_back(dir.path() + "/" + *it);
+  for (auto it = names.rbegin(); it != names.rend(); ++it)
+    reversed.push_back(dir.path() + "/" + *it);
   verify_ok(reversed);
 
   // Reopen continues in the live file.

@@ -191,17 +191,6 @@ static __always_inline int source_allowed(struct __sk_buff* skb, const struct fl
 static __always_inline int handle_l4(struct __sk_buff* skb, struct flow* f, void* l4,
                                      void* data_end) {
   int v6 = f->family == 6;
-  // Link-level neighbour discovery passes whatever its source (:: during DAD, link-local).
-  if (f->l4_protocol == NEXTHDR_ICMPV6) {
-    __u8* type = l4;
-    if ((void*)(type + 1) > data_end) return drop(skb, CORDON_DROP_MALFORMED, f);
-    if (*type == ICMPV6_ROUTER_SOLICIT || *type == ICMPV6_NEIGH_SOLICIT ||
-        *type == ICMPV6_NEIGH_ADVERT) {
-      count(f->ifindex, CORDON_PASS_LINK);
-      return TC_ACT_OK;
-    }
-  }
-  if (!source_allowed(skb, f)) return drop(skb, CORDON_DROP_SPOOFED, f);
   if (f->l4_protocol == IPPROTO_TCP) {
     struct tcphdr* th = l4;
     if ((void*)(th + 1) > data_end) return drop(skb, CORDON_DROP_MALFORMED, f);
@@ -214,6 +203,7 @@ static __always_inline int handle_l4(struct __sk_buff* skb, struct flow* f, void
       f->tuple.ipv4.sport = th->source;
       f->tuple.ipv4.dport = th->dest;
     }
+    if (!source_allowed(skb, f)) return drop(skb, CORDON_DROP_SPOOFED, f);
     int pure_syn = th->syn && !th->ack && !th->rst && !th->fin;
     __u16 port = bpf_ntohs(th->dest);
     if (port == 80 || port == 443)
@@ -229,13 +219,26 @@ static __always_inline int handle_l4(struct __sk_buff* skb, struct flow* f, void
     if ((void*)(uh + 1) > data_end) return drop(skb, CORDON_DROP_MALFORMED, f);
     f->sport = uh->source;
     f->dport = uh->dest;
+    if (!source_allowed(skb, f)) return drop(skb, CORDON_DROP_SPOOFED, f);
     if (bpf_ntohs(uh->dest) == 53)
       return assign_slot(skb, f, v6 ? CORDON_SLOT_DNS_UDP6 : CORDON_SLOT_DNS_UDP4,
                          CORDON_STEER_DNS);
     return drop(skb, CORDON_DROP_UDP_PORT, f);
   }
-  if (f->l4_protocol == IPPROTO_ICMP) return drop(skb, CORDON_DROP_ICMP, f);
-  if (f->l4_protocol == NEXTHDR_ICMPV6) return drop(skb, CORDON_DROP_ICMP, f);
+  if (f->l4_protocol == NEXTHDR_ICMPV6) {
+    __u8* type = l4;
+    if ((void*)(type + 1) > data_end) return drop(skb, CORDON_DROP_MALFORMED, f);
+    // Link-level neighbour discovery passes whatever its source (:: during DAD, link-local).
+    if (*type == ICMPV6_ROUTER_SOLICIT || *type == ICMPV6_NEIGH_SOLICIT ||
+        *type == ICMPV6_NEIGH_ADVERT) {
+      count(f->ifindex, CORDON_PASS_LINK);
+      return TC_ACT_OK;
+    }
+  }
+  // Dropped either way; the reason says whether the source was also forged.
+  if (!source_allowed(skb, f)) return drop(skb, CORDON_DROP_SPOOFED, f);
+  if (f->l4_protocol == IPPROTO_ICMP || f->l4_protocol == NEXTHDR_ICMPV6)
+    return drop(skb, CORDON_DROP_ICMP, f);
   return drop(skb, CORDON_DROP_OTHER_L4, f);
 }
 

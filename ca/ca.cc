@@ -212,7 +212,8 @@ Status add_san(X509* cert, const LeafName& name) {
   return {};
 }
 
-Status set_name_entries(X509_NAME* n, std::initializer_list<std::pair<const char*, std::string>> kv) {
+Status set_name_entries(X509_NAME* n,
+                        std::initializer_list<std::pair<const char*, std::string>> kv) {
   for (auto& [field, value] : kv) {
     if (X509_NAME_add_entry_by_txt(n, field, MBSTRING_UTF8,
                                    reinterpret_cast<const unsigned char*>(value.data()),
@@ -241,7 +242,8 @@ Result<UniqueX509> make_root(EVP_PKEY* key, const std::string& key_identifier) {
     return fail(s.error());
   if (auto s = add_octet_ext(cert.get(), NID_subject_key_identifier, key_identifier); !s)
     return fail(s.error());
-  if (X509_sign(cert.get(), key, EVP_sha256()) <= 0) return fail("signing root: " + openssl_error());
+  if (X509_sign(cert.get(), key, EVP_sha256()) <= 0)
+    return fail("signing root: " + openssl_error());
   return cert;
 }
 
@@ -276,9 +278,9 @@ Result<std::string> to_pem(X509* cert) {
 
 Result<std::string> read_root_pem(const StateDir& state) {
   if (!exists(state.ca_cert()))
-    return fail("no CA in " + state.ca_dir() + " (missing " + state.ca_cert() +
-                    "); run 'cordon ca init'",
-                kCodeMissing);
+    return fail(
+        "no CA in " + state.ca_dir() + " (missing " + state.ca_cert() + "); run 'cordon ca init'",
+        kCodeMissing);
   auto pem = read_file(state.ca_cert());
   if (!pem) return fail(pem.error());
   auto cert = cert_from_pem(*pem, state.ca_cert());

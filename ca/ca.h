@@ -37,9 +37,9 @@ namespace cordon::ca {
 
 // Error codes (Error::code) that callers may branch on.
 enum class CaError : int {
-  kMissing = 1,    // no CA in the state directory (run `cordon ca init`)
-  kExists = 2,     // create() without force over an existing CA
-  kBadName = 3,    // the name to mint is not a valid leaf name
+  kMissing = 1,      // no CA in the state directory (run `cordon ca init`)
+  kExists = 2,       // create() without force over an existing CA
+  kBadName = 3,      // the name to mint is not a valid leaf name
   kRateLimited = 4,  // LeafCertCache: the mints-per-second limit was reached
 };
 

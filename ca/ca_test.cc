@@ -11,8 +11,8 @@
 #include <fstream>
 #include <set>
 
-#include "ca/limits.h"
 #include "ca/ca_test_util.h"
+#include "ca/limits.h"
 #include "common/file_io.h"
 
 namespace cordon::ca {
@@ -53,8 +53,8 @@ TEST(Authority, RootIsAConstrainedP256Ca) {
   EXPECT_EQ(X509_check_ca(root), 1);
   EXPECT_EQ(X509_get_key_usage(root), uint32_t(KU_KEY_CERT_SIGN | KU_CRL_SIGN));
   int crit = -1;
-  auto* bc = static_cast<BASIC_CONSTRAINTS*>(X509_get_ext_d2i(root, NID_basic_constraints, &crit,
-                                                              nullptr));
+  auto* bc = static_cast<BASIC_CONSTRAINTS*>(
+      X509_get_ext_d2i(root, NID_basic_constraints, &crit, nullptr));
   ASSERT_NE(bc, nullptr);
   EXPECT_EQ(crit, 1);
   EXPECT_TRUE(bc->ca);
@@ -185,7 +185,8 @@ TEST_F(Minting, IpAddressesGetAnIpSan) {
   auto leaf = ca_->mint("192.0.2.7");
   ASSERT_TRUE(leaf) << leaf.error().message;
   EXPECT_EQ(verify_leaf(root(), leaf->cert.get(), "192.0.2.7", /*ip=*/true), X509_V_OK);
-  EXPECT_EQ(verify_leaf(root(), leaf->cert.get(), "192.0.2.8", true), X509_V_ERR_IP_ADDRESS_MISMATCH);
+  EXPECT_EQ(verify_leaf(root(), leaf->cert.get(), "192.0.2.8", true),
+            X509_V_ERR_IP_ADDRESS_MISMATCH);
   // An IP SAN is not a DNS name (the CN holds the address too, for display only).
   EXPECT_EQ(X509_check_host(leaf->cert.get(), "192.0.2.7", 0, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT,
                             nullptr),

@@ -39,9 +39,9 @@ struct LeafCacheOptions {
 };
 
 struct LeafCert {
-  X509Ptr cert;   // the leaf for the name
-  PKeyPtr key;    // the shared leaf private key
-  X509Ptr root;   // the root, to send as the chain
+  X509Ptr cert;  // the leaf for the name
+  PKeyPtr key;   // the shared leaf private key
+  X509Ptr root;  // the root, to send as the chain
   SystemTime not_after;
 };
 

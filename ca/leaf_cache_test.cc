@@ -152,8 +152,7 @@ TEST_F(LeafCacheTest, ConcurrentGetsMintEachNameOnceAndReturnTheRightLeaf) {
           ++errors;
           continue;
         }
-        if (X509_check_host(leaf->cert.get(), name.c_str(), name.size(), 0, nullptr) != 1)
-          ++wrong;
+        if (X509_check_host(leaf->cert.get(), name.c_str(), name.size(), 0, nullptr) != 1) ++wrong;
       }
     });
   }
@@ -237,13 +236,17 @@ long run_handshake(LeafCertCache& cache, X509* trusted_root, const std::string& 
   for (int i = 0; i < 100 && !(client_done && server_done) && !failed; ++i) {
     if (!client_done) {
       int r = SSL_do_handshake(client);
-      if (r == 1) client_done = true;
-      else if (SSL_get_error(client, r) != SSL_ERROR_WANT_READ) failed = true;
+      if (r == 1)
+        client_done = true;
+      else if (SSL_get_error(client, r) != SSL_ERROR_WANT_READ)
+        failed = true;
     }
     if (!server_done && !failed) {
       int r = SSL_do_handshake(server);
-      if (r == 1) server_done = true;
-      else if (SSL_get_error(server, r) != SSL_ERROR_WANT_READ) failed = true;
+      if (r == 1)
+        server_done = true;
+      else if (SSL_get_error(server, r) != SSL_ERROR_WANT_READ)
+        failed = true;
     }
   }
   long result = failed || !client_done ? -1 : SSL_get_verify_result(client);

@@ -55,16 +55,14 @@ Result<LeafName> validate_leaf_name(std::string_view name) {
     return fail("leaf name is " + std::to_string(name.size()) + " bytes, over the limit of " +
                 std::to_string(kMaxNameBytes));
   if (name.find('*') != std::string_view::npos)
-    return fail("leaf name '" + printable(name) +
-                "' is a wildcard; only exact names are minted");
+    return fail("leaf name '" + printable(name) + "' is a wildcard; only exact names are minted");
 
   std::string lower;
   lower.reserve(name.size());
   for (char c : name) {
     char l = (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c;
     bool ok = (l >= 'a' && l <= 'z') || (l >= '0' && l <= '9') || l == '-' || l == '.';
-    if (!ok)
-      return fail("leaf name '" + printable(name) + "' has a character outside [a-z0-9-.]");
+    if (!ok) return fail("leaf name '" + printable(name) + "' has a character outside [a-z0-9-.]");
     lower += l;
   }
 
@@ -74,8 +72,7 @@ Result<LeafName> validate_leaf_name(std::string_view name) {
     size_t dot = lower.find('.', start);
     size_t end = dot == std::string::npos ? lower.size() : dot;
     std::string_view label(lower.data() + start, end - start);
-    if (label.empty())
-      return fail("leaf name '" + printable(name) + "' has an empty label");
+    if (label.empty()) return fail("leaf name '" + printable(name) + "' has an empty label");
     if (label.size() > kMaxLabelBytes)
       return fail("leaf name '" + printable(name) + "' has a label of " +
                   std::to_string(label.size()) + " bytes, over the limit of " +

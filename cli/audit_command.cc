@@ -71,11 +71,11 @@ void add_audit_commands(CLI::App& app, CliContext& ctx) {
   // verify
   {
     auto* cmd = audit->add_subcommand(
-        "verify",
-        "check the hash chain; exit 0 when intact, 1 with the first broken line");
+        "verify", "check the hash chain; exit 0 when intact, 1 with the first broken line");
     auto paths = std::make_shared<std::vector<std::string>>();
     auto partial = std::make_shared<bool>(false);
-    cmd->add_option("FILE|DIR", *paths, "log files or directories (default: the state's audit dir)");
+    cmd->add_option("FILE|DIR", *paths,
+                    "log files or directories (default: the state's audit dir)");
     cmd->add_flag("--partial", *partial,
                   "accept a log whose first line is not seq 1 (older files removed on purpose)");
     on_run(cmd, ctx, [&ctx, paths, partial]() {
@@ -120,7 +120,8 @@ void add_audit_commands(CLI::App& app, CliContext& ctx) {
     cmd->add_option("--rule", a->rule, "rule id (destination/route)");
     cmd->add_option("--event", a->event, "event name (request, connection_refused, ...)");
     cmd->add_flag("--json", a->json, "print the matching lines as they are (JSONL)");
-    cmd->add_option("FILE|DIR", a->paths, "log files or directories (default: the state's audit dir)");
+    cmd->add_option("FILE|DIR", a->paths,
+                    "log files or directories (default: the state's audit dir)");
     on_run(cmd, ctx, [&ctx, a]() {
       int rc = kExitOk;
       if (!resolve_paths(ctx, a->paths, rc)) return rc;

@@ -16,9 +16,9 @@ namespace {
 int check_state_dir(const StateDir& state) {
   struct stat st;
   if (::stat(state.root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return report_error("state directory " + state.root +
-                            " does not exist; run 'cordon init' or pass --state DIR",
-                        kExitFailure);
+    return report_error(
+        "state directory " + state.root + " does not exist; run 'cordon init' or pass --state DIR",
+        kExitFailure);
   return kExitOk;
 }
 
@@ -77,13 +77,14 @@ void add_ca_commands(CLI::App& app, CliContext& ctx) {
     if (!authority) return report_error(authority.error());
     auto leaf = (*authority)->mint(*name);
     if (!leaf)
-      return report_error(leaf.error(),
-                          leaf.error().code == int(ca::CaError::kBadName) ? kExitUsage
-                                                                          : kExitFailure);
+      return report_error(leaf.error(), leaf.error().code == int(ca::CaError::kBadName)
+                                            ? kExitUsage
+                                            : kExitFailure);
     auto pem = ca::to_pem(leaf->cert.get());
     if (!pem) return report_error(pem.error());
     std::fwrite(pem->data(), 1, pem->size(), stdout);
-    if (*chain) std::fwrite((*authority)->root_pem().data(), 1, (*authority)->root_pem().size(), stdout);
+    if (*chain)
+      std::fwrite((*authority)->root_pem().data(), 1, (*authority)->root_pem().size(), stdout);
     return int(kExitOk);
   });
 }

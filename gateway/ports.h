@@ -112,10 +112,10 @@ class SandboxDirectory {
 };
 
 struct TokenInfo {
-  std::string id;          // token id (audited; never the token value)
-  std::string sandbox_id;  // bound sandbox
+  std::string id;          // token id (audited; never the token value); may be empty if refused
   std::string credential;  // bound credential name
-  bool active = false;     // unrevoked and unexpired, right now
+  bool sandbox_ok = false;  // usable by the presenting sandbox (unbound, or bound to it)
+  bool active = false;      // unrevoked and unexpired, right now
 };
 
 class CredentialSource {
@@ -124,8 +124,10 @@ class CredentialSource {
   virtual Result<std::string> secret_value(std::string_view secret_name) const = 0;
   // True if `word` has the shape of a proxy token (so that it is never forwarded anywhere).
   virtual bool looks_like_token(std::string_view word) const = 0;
-  // Looks a token up; nullopt = unknown token (still treated as a token if it looks like one).
-  virtual std::optional<TokenInfo> lookup_token(std::string_view token) const = 0;
+  // Looks a token up for the presenting sandbox; nullopt = unknown or malformed token (still
+  // treated as a token, i.e. never forwarded, if it looks like one).
+  virtual std::optional<TokenInfo> lookup_token(std::string_view token,
+                                                std::string_view sandbox_id) const = 0;
 };
 
 // ---- Audit ----------------------------------------------------------------------------------

@@ -236,10 +236,10 @@ Verdict evaluate_request(const PolicyView& policy, const CredentialSource& crede
 
   std::string injected;
   if (token) {
-    auto info = credentials.lookup_token(*token);
+    auto info = credentials.lookup_token(*token, conn.sandbox.id);
     if (info) v.token_id = info->id;
     bool bound_here = cred && cred->token != TokenMode::kOff && iequals(token_header, cred->header) &&
-                      info && info->credential == cred->name && info->sandbox_id == conn.sandbox.id;
+                      info && info->credential == cred->name && info->sandbox_ok;
     if (!bound_here) return refuse(v, 403, "egress_denied", "token_misuse");
     if (!info->active) return refuse(v, 403, "egress_denied", "token_inactive");
   } else if (cred && cred->token == TokenMode::kRequired) {

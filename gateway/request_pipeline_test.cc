@@ -34,9 +34,9 @@ class PipelineTest : public ::testing::Test {
     policy.profiles["default"] = {"api", "strict", "paste", "plain"};
     creds.put_secret("github-pat", "ghp_REALSECRET");
     creds.put_secret("strict-key", "sk_STRICT");
-    creds.put_token("cdn_pt_good", {"tok1", "sb1", "github", true});
-    creds.put_token("cdn_pt_other_sandbox", {"tok2", "sb2", "github", true});
-    creds.put_token("cdn_pt_strict", {"tok3", "sb1", "strict", true});
+    creds.put_token("cdn_pt_good", "tok1", "sb1", "github");
+    creds.put_token("cdn_pt_other_sandbox", "tok2", "sb2", "github");
+    creds.put_token("cdn_pt_strict", "tok3", "sb1", "strict");
     conn.sandbox = {"sb1", "default"};
     conn.host = "api.test";
     conn.port = 443;

@@ -95,7 +95,9 @@ awaitable<HeadResult> read_request_head(ClientSide& c, HttpParser& parser, const
   }
 }
 
-awaitable<void> write_client(ClientSide& c, const std::string& data, error_code& ec) {
+// (g++ 12 mishandles temporaries that live across a co_await in one full-expression: every
+// co_await here takes views of named objects or literals, never temporaries with destructors.)
+awaitable<void> write_client(ClientSide& c, std::string_view data, error_code& ec) {
   co_await c.stream->write_all(asio::buffer(data), ec);
 }
 
@@ -280,24 +282,24 @@ void count_decision(Gateway::Impl& impl, const AuditRecord& r) {
 
 // Answers a request with an error and audits it. Returns true if the connection stays open.
 awaitable<bool> answer_error(ExchangeContext& x, HttpParser& req, AuditRecord& rec, int status,
-                             const std::string& error, const std::string& rule,
-                             const std::string& reason, Clock::time_point t0,
-                             const std::string& extra_headers = {}) {
+                             std::string_view error, std::string_view rule,
+                             std::string_view reason, Clock::time_point t0,
+                             std::string_view extra_headers = {}) {
   const MessageHead& h = req.head();
   // Keep the connection only when no unread body can follow the head.
   bool keep = req.head_complete() && h.keep_alive && !h.chunked &&
               (!h.content_length || *h.content_length == 0) && !req.failed();
   rec.status = status;
   rec.decision = status == 403 || status == 407 ? "deny" : "error";
-  rec.reason = reason;
-  if (rec.rule.empty()) rec.rule = rule;
+  rec.reason = std::string(reason);
+  if (rec.rule.empty()) rec.rule = std::string(rule);
   rec.duration_us = micros_since(t0);
   x.impl.audit(rec);  // before the answer: the line exists once the client can see the outcome
   count_decision(x.impl, rec);
   error_code ec;
-  co_await write_client(x.client,
-                        render_error_response(status, error, rule, rec.request_id, !keep, extra_headers),
-                        ec);
+  std::string answer = render_error_response(status, std::string(error), std::string(rule),
+                                             rec.request_id, !keep, std::string(extra_headers));
+  co_await write_client(x.client, answer, ec);
   co_return keep && !ec;
 }
 
@@ -376,10 +378,11 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
   if (!up) {
     impl.metrics.upstream_errors++;
     bool denied = uerr.status == 403;
-    bool keep = co_await answer_error(x, req, rec, uerr.status,
-                                      denied ? "egress_denied" : "upstream_unavailable",
-                                      denied ? "floors" : rec.rule, uerr.reason, t0);
     if (denied) rec.rule = "floors";
+    std::string rule = rec.rule;
+    bool keep = co_await answer_error(x, req, rec, uerr.status,
+                                      denied ? "egress_denied" : "upstream_unavailable", rule,
+                                      uerr.reason, t0);
     co_return keep ? ExchangeEnd::kKeepAlive : ExchangeEnd::kClose;
   }
   in_flight = up->stream.get();
@@ -390,7 +393,8 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
   // ---- request ----
   error_code ec;
   x.client.deadline->expires_after_ms(limits.upstream_read_timeout_ms);
-  co_await us.write_all(asio::buffer(render_request_head(req.head(), v)), ec);
+  std::string upstream_head = render_request_head(req.head(), v);
+  co_await us.write_all(asio::buffer(upstream_head), ec);
   if (!ec && v.expect_continue && !req.message_complete()) {
     // The gateway answers 100 itself (it already decided); Expect is not forwarded.
     co_await write_client(x.client, "HTTP/1.1 100 Continue\r\n\r\n", ec);
@@ -485,8 +489,9 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
     impl.metrics.upstream_errors += upstream_ok ? 0 : 1;
     if (!head_sent && !ec) {
       rec.decision = "error";
-      co_await answer_error(x, req, rec, 502, "upstream_failed", rec.rule,
-                            reason_fail.empty() ? "upstream_error" : reason_fail, t0);
+      if (reason_fail.empty()) reason_fail = "upstream_error";
+      std::string rule = rec.rule;
+      co_await answer_error(x, req, rec, 502, "upstream_failed", rule, reason_fail, t0);
       co_return ExchangeEnd::kClose;
     }
     // Mid-response failure: the client connection is closed, never left hanging or reused.

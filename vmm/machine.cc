@@ -23,15 +23,11 @@
 #include "vmm/devices/bus.h"
 #include "vmm/devices/event_loop.h"
 #include "vmm/devices/legacy.h"
-#if CORDON_VMM_FULL_DEVICES
 #include "vmm/devices/virtio/block/block.h"
 #include "vmm/devices/virtio/net/net.h"
-#endif
 #include "vmm/devices/virtio/mmio.h"
 #include "vmm/devices/virtio/rng/rng.h"
-#if CORDON_VMM_FULL_DEVICES
 #include "vmm/devices/virtio/vsock/vsock.h"
-#endif
 #include "vmm/host_probe.h"
 #include "vmm/kvm/guest_memory.h"
 #include "vmm/kvm/kvm.h"
@@ -132,11 +128,11 @@ class MachineImpl : public Machine {
   std::vector<uint32_t> msr_list_;
   kvm::CpuidEntries supported_cpuid_;
   int xsave2_size_ = 0;
+  devices::EventLoop events_;  // before the devices: they unregister from it when destroyed
   devices::Bus pio_, mmio_;
   std::shared_ptr<devices::Serial> serial_;
   std::vector<std::shared_ptr<virtio::MmioTransport>> transports_;
   std::vector<std::string> transport_kinds_;
-  devices::EventLoop events_;
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -216,10 +212,6 @@ Status MachineImpl::init_devices(const VmConfig& cfg, const std::string& vsock_p
     return t;
   };
   if (cfg.rng) add_virtio(std::make_unique<virtio::Rng>(), "rng");
-#if !CORDON_VMM_FULL_DEVICES
-  (void)vsock_path;
-  (void)tap;
-#else
   if (!vsock_path.empty()) {
     auto dev = virtio::Vsock::create(cfg.guest_cid, vsock_path, &events_);
     if (!dev) return fail(dev.error());
@@ -239,7 +231,6 @@ Status MachineImpl::init_devices(const VmConfig& cfg, const std::string& vsock_p
     if (!dev) return fail(dev.error());
     add_virtio(std::move(*dev), "block");
   }
-#endif
   return {};
 }
 

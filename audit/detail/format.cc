@@ -57,7 +57,8 @@ Result<std::string> format_body(const Event& e) {
   for (size_t i = 0; i < e.fields.size(); ++i) {
     const auto& [key, value] = e.fields[i];
     if (!valid_key(key))
-      return fail("audit field key '" + key.substr(0, 80) + "' is not 1-64 bytes of [A-Za-z0-9_.-]");
+      return fail("audit field key '" + key.substr(0, 80) +
+                  "' is not 1-64 bytes of [A-Za-z0-9_.-]");
     if (is_reserved_key(key)) return fail("audit field key '" + key + "' is reserved");
     for (size_t j = 0; j < i; ++j)
       if (e.fields[j].first == key) return fail("audit field key '" + key + "' is repeated");

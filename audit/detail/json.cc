@@ -1,6 +1,7 @@
 #include "audit/detail/json.h"
 
 #include <charconv>
+#include <cstring>
 
 namespace cordon::audit::detail {
 namespace {
@@ -69,9 +70,7 @@ void append_utf8(std::string& out, unsigned cp) {
 void append_json_string(std::string& out, std::string_view s) {
   out += '"';
   size_t i = 0, run = 0;  // [run, i) is a stretch of bytes that need no escaping
-  auto flush = [&] {
-    out.append(s.data() + run, i - run);
-  };
+  auto flush = [&] { out.append(s.data() + run, i - run); };
   while (i < s.size()) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
@@ -159,59 +158,106 @@ const char* scan_string(std::string_view line, size_t& i, bool& escaped) {
 
 }  // namespace
 
-const char* scan_object(std::string_view line, std::vector<ScannedField>& out) {
-  out.clear();
-  size_t n = line.size(), i = 0;
-  if (n < 2 || line[0] != '{') return "does not start with '{'";
-  i = 1;
-  if (line[1] == '}') return n == 2 ? nullptr : "text after the closing '}'";
+namespace {
+
+// Lenient: the closing quote is the first '"' not escaped by a backslash.
+const char* scan_string_fast(std::string_view line, size_t& i, bool& escaped) {
+  escaped = false;
+  const char* p = line.data();
+  size_t n = line.size();
   for (;;) {
-    if (i >= n || line[i] != '"') return "expected a key";
-    ++i;
-    size_t key_start = i;
-    bool key_escaped;
-    if (const char* err = scan_string(line, i, key_escaped)) return err;
-    if (key_escaped) return "escaped key";
-    ScannedField f;
-    f.key = line.substr(key_start, i - key_start);
-    ++i;  // closing quote
-    if (i >= n || line[i] != ':') return "expected ':' after a key";
-    ++i;
-    if (i >= n) return "missing value";
-    char c = line[i];
-    if (c == '"') {
-      ++i;
-      size_t start = i;
-      if (const char* err = scan_string(line, i, f.escaped)) return err;
-      f.raw = line.substr(start, i - start);
-      f.kind = ValueKind::kString;
-      ++i;
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      size_t start = i;
-      if (c == '-') ++i;
-      size_t digits = i;
-      while (i < n && line[i] >= '0' && line[i] <= '9') ++i;
-      if (i == digits) return "bad number";
-      if (i - digits > 1 && line[digits] == '0') return "number with a leading zero";
-      f.raw = line.substr(start, i - start);
-      f.kind = ValueKind::kInteger;
-    } else if (line.substr(i, 4) == "true") {
-      f.raw = line.substr(i, 4), f.kind = ValueKind::kTrue, i += 4;
-    } else if (line.substr(i, 5) == "false") {
-      f.raw = line.substr(i, 5), f.kind = ValueKind::kFalse, i += 5;
-    } else if (line.substr(i, 4) == "null") {
-      f.raw = line.substr(i, 4), f.kind = ValueKind::kNull, i += 4;
-    } else {
-      return "unsupported value (only strings, integers, booleans and null)";
+    const char* q = static_cast<const char*>(std::memchr(p + i, '"', n - i));
+    if (!q) return "unterminated string";
+    const char* b = static_cast<const char*>(std::memchr(p + i, '\\', size_t(q - (p + i))));
+    if (!b) {
+      i = size_t(q - p);
+      return nullptr;
     }
+    escaped = true;
+    i = size_t(b - p) + 2;  // the backslash and the byte it escapes
+    if (i > n) return "unterminated escape";
+  }
+}
+
+}  // namespace
+
+int ObjectScanner::next(ScannedField& f) {
+  std::string_view line = line_;
+  size_t n = line.size();
+  size_t& i = i_;
+  if (error_) return -1;
+  if (done_) return 0;
+  if (!started_) {
+    started_ = true;
+    if (n < 2 || line[0] != '{') return fail("does not start with '{'");
+    i = 1;
+    if (line[1] == '}') {
+      done_ = true;
+      return n == 2 ? 0 : fail("text after the closing '}'");
+    }
+  } else {
+    if (i >= n) return fail("missing closing '}'");
+    if (line[i] == '}') {
+      done_ = true;
+      return i + 1 == n ? 0 : fail("text after the closing '}'");
+    }
+    if (line[i] != ',') return fail("expected ',' or '}'");
+    ++i;
+  }
+  if (i >= n || line[i] != '"') return fail("expected a key");
+  ++i;
+  size_t key_start = i;
+  bool key_escaped;
+  if (const char* err =
+          strict_ ? scan_string(line, i, key_escaped) : scan_string_fast(line, i, key_escaped))
+    return fail(err);
+  if (key_escaped) return fail("escaped key");
+  f.key = line.substr(key_start, i - key_start);
+  f.escaped = false;
+  ++i;  // closing quote
+  if (i >= n || line[i] != ':') return fail("expected ':' after a key");
+  ++i;
+  if (i >= n) return fail("missing value");
+  char c = line[i];
+  if (c == '"') {
+    ++i;
+    size_t start = i;
+    if (const char* err =
+            strict_ ? scan_string(line, i, f.escaped) : scan_string_fast(line, i, f.escaped))
+      return fail(err);
+    f.raw = line.substr(start, i - start);
+    f.kind = ValueKind::kString;
+    ++i;
+  } else if (c == '-' || (c >= '0' && c <= '9')) {
+    size_t start = i;
+    if (c == '-') ++i;
+    size_t digits = i;
+    while (i < n && line[i] >= '0' && line[i] <= '9') ++i;
+    if (i == digits) return fail("bad number");
+    if (i - digits > 1 && line[digits] == '0') return fail("number with a leading zero");
+    f.raw = line.substr(start, i - start);
+    f.kind = ValueKind::kInteger;
+  } else if (line.substr(i, 4) == "true") {
+    f.raw = line.substr(i, 4), f.kind = ValueKind::kTrue, i += 4;
+  } else if (line.substr(i, 5) == "false") {
+    f.raw = line.substr(i, 5), f.kind = ValueKind::kFalse, i += 5;
+  } else if (line.substr(i, 4) == "null") {
+    f.raw = line.substr(i, 4), f.kind = ValueKind::kNull, i += 4;
+  } else {
+    return fail("unsupported value (only strings, integers, booleans and null)");
+  }
+  return 1;
+}
+
+const char* scan_object(std::string_view line, std::vector<ScannedField>& out, bool strict) {
+  out.clear();
+  ObjectScanner scanner(line, strict);
+  ScannedField f;
+  for (;;) {
+    int r = scanner.next(f);
+    if (r == 0) return nullptr;
+    if (r < 0) return scanner.error();
     out.push_back(f);
-    if (i >= n) return "missing closing '}'";
-    if (line[i] == ',') {
-      ++i;
-      continue;
-    }
-    if (line[i] == '}') return i + 1 == n ? nullptr : "text after the closing '}'";
-    return "expected ',' or '}'";
   }
 }
 
@@ -224,6 +270,10 @@ std::string unescape(const ScannedField& f) {
     if (r[i] != '\\') {
       out += r[i];
       continue;
+    }
+    if (i + 1 >= r.size()) {  // lenient scans only: a lone trailing backslash
+      out += "\xef\xbf\xbd";
+      break;
     }
     char e = r[++i];
     switch (e) {
@@ -243,13 +293,19 @@ std::string unescape(const ScannedField& f) {
         out += '\t';
         break;
       case 'u': {
+        if (i + 4 >= r.size() || !is_hex(r[i + 1]) || !is_hex(r[i + 2]) || !is_hex(r[i + 3]) ||
+            !is_hex(r[i + 4])) {
+          out += "\xef\xbf\xbd";
+          break;
+        }
         unsigned cp = hex_val(r[i + 1]) << 12 | hex_val(r[i + 2]) << 8 | hex_val(r[i + 3]) << 4 |
                       hex_val(r[i + 4]);
         i += 4;
         if (cp >= 0xd800 && cp <= 0xdbff && i + 6 < r.size() && r[i + 1] == '\\' &&
-            r[i + 2] == 'u') {
-          unsigned lo = hex_val(r[i + 3]) << 12 | hex_val(r[i + 4]) << 8 |
-                        hex_val(r[i + 5]) << 4 | hex_val(r[i + 6]);
+            r[i + 2] == 'u' && is_hex(r[i + 3]) && is_hex(r[i + 4]) && is_hex(r[i + 5]) &&
+            is_hex(r[i + 6])) {
+          unsigned lo = hex_val(r[i + 3]) << 12 | hex_val(r[i + 4]) << 8 | hex_val(r[i + 5]) << 4 |
+                        hex_val(r[i + 6]);
           if (lo >= 0xdc00 && lo <= 0xdfff) {
             cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
             i += 6;

@@ -27,11 +27,34 @@ struct ScannedField {
   bool escaped = false;  // string contains backslash escapes (raw != value)
 };
 
+// Scans a line field by field, so that a reader can stop at the first field that rules the line
+// out. Strict mode (verify, recovery) checks every byte of every string (no raw control bytes,
+// only valid escapes); lenient mode (query) only finds the string boundaries, with memchr.
+class ObjectScanner {
+ public:
+  ObjectScanner(std::string_view line, bool strict) : line_(line), strict_(strict) {}
+  // 1: `f` holds the next field; 0: the object ended and the line is well formed; -1: error().
+  int next(ScannedField& f);
+  const char* error() const { return error_; }
+
+ private:
+  int fail(const char* why) {
+    error_ = why;
+    return -1;
+  }
+  std::string_view line_;
+  bool strict_;
+  size_t i_ = 0;
+  bool started_ = false, done_ = false;
+  const char* error_ = nullptr;
+};
+
 // Scans one line (without newline) into fields, in order. Returns nullptr on success, else a
 // static description of the first problem. `out` is cleared first and may be reused.
-const char* scan_object(std::string_view line, std::vector<ScannedField>& out);
+const char* scan_object(std::string_view line, std::vector<ScannedField>& out, bool strict = true);
 
-// The value of a string field (escapes resolved; invalid \u sequences were refused by the scan).
+// The value of a string field, escapes resolved. Safe on lenient scans too: a malformed escape
+// becomes U+FFFD.
 std::string unescape(const ScannedField& f);
 
 // Parses an integer field's literal.

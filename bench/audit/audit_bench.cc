@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 struct TempDir {
   fs::path path;
   explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / ("cordon-bench-audit-" + tag + "-" + std::to_string(getpid()));
+    path =
+        fs::temp_directory_path() / ("cordon-bench-audit-" + tag + "-" + std::to_string(getpid()));
     fs::remove_all(path);
     fs::create_directories(path);
   }

@@ -16,7 +16,8 @@ using namespace cordon;
 
 std::shared_ptr<const ca::Authority> authority() {
   static std::shared_ptr<const ca::Authority> a = [] {
-    auto dir = std::filesystem::temp_directory_path() / ("cordon-bench-ca-" + std::to_string(getpid()));
+    auto dir =
+        std::filesystem::temp_directory_path() / ("cordon-bench-ca-" + std::to_string(getpid()));
     std::filesystem::remove_all(dir);
     auto created = ca::Authority::create(StateDir{dir.string()}, false);
     std::filesystem::remove_all(dir);

@@ -25,7 +25,8 @@ struct Fixture {
   std::vector<std::string> tokens;
 
   Fixture() {
-    dir = std::filesystem::temp_directory_path() / ("cordon-vault-bench-" + std::to_string(getpid()));
+    dir =
+        std::filesystem::temp_directory_path() / ("cordon-vault-bench-" + std::to_string(getpid()));
     std::filesystem::remove_all(dir);
     StateDir state{(dir / "state").string()};
     if (!Vault::initialize(state)) std::abort();

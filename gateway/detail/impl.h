@@ -71,7 +71,13 @@ class Deadline : public std::enable_shared_from_this<Deadline> {
  public:
   explicit Deadline(asio::any_io_executor ex) : timer_(ex) {}
   void start();
-  void expires_after_ms(uint32_t ms) { deadline_ = Clock::now() + std::chrono::milliseconds(ms); }
+  void expires_after_ms(uint32_t ms) {
+    auto d = Clock::now() + std::chrono::milliseconds(ms);
+    bool earlier = d < deadline_;
+    deadline_ = d;
+    // The watchdog sleeps until the old deadline; wake it so that it re-arms for the earlier one.
+    if (earlier) timer_.cancel();
+  }
   void disarm() { deadline_ = Clock::time_point::max(); }
   void stop() {
     stopped_ = true;

@@ -111,8 +111,9 @@ bool parse_sni(std::string_view ext, ClientHello& hello, std::string& why) {
     }
     auto canonical = detail::canonical_dns_name(name);
     if (!canonical) {
-      why = "server_name host_name is not a valid DNS host name (IP literals, trailing dots, "
-            "underscores and non-LDH bytes are refused)";
+      why =
+          "server_name host_name is not a valid DNS host name (IP literals, trailing dots, "
+          "underscores and non-LDH bytes are refused)";
       return false;
     }
     hello.sni = std::move(*canonical);
@@ -160,7 +161,9 @@ bool parse_supported_versions(std::string_view ext, ClientHello& hello, std::str
   return true;
 }
 
-bool version_acceptable(unsigned v) { return v >= 0x0301 && v <= 0x0303; }
+bool version_acceptable(unsigned v) {
+  return v >= 0x0301 && v <= 0x0303;
+}
 
 // The ClientHello body (after the 4-byte handshake header), RFC 8446 §4.1.2.
 HelloParse parse_body(std::string_view body, ClientHello hello) {
@@ -203,9 +206,8 @@ HelloParse parse_body(std::string_view body, ClientHello hello) {
   unsigned ext_total = 0;
   if (!r.u16(ext_total)) return error("ClientHello extensions length truncated" + at());
   if (ext_total != r.remaining()) {
-    return error("ClientHello extensions length " + std::to_string(ext_total) +
-                 " != bytes left " + std::to_string(r.remaining()) +
-                 " (trailing garbage or truncation)");
+    return error("ClientHello extensions length " + std::to_string(ext_total) + " != bytes left " +
+                 std::to_string(r.remaining()) + " (trailing garbage or truncation)");
   }
   std::vector<uint16_t> seen;
   bool psk_seen = false;
@@ -311,11 +313,10 @@ HelloParse parse_client_hello(std::string_view in) {
     unsigned type = uint8_t(in[pos]);
     unsigned version = (unsigned(uint8_t(in[pos + 1])) << 8) | uint8_t(in[pos + 2]);
     size_t len = (size_t(uint8_t(in[pos + 3])) << 8) | uint8_t(in[pos + 4]);
-    std::string where = "record " + std::to_string(hello.record_count) + " at offset " +
-                        std::to_string(pos);
+    std::string where =
+        "record " + std::to_string(hello.record_count) + " at offset " + std::to_string(pos);
     if (type != kContentHandshake) {
-      return error(where + ": content type " + std::to_string(type) +
-                   " inside the ClientHello");
+      return error(where + ": content type " + std::to_string(type) + " inside the ClientHello");
     }
     if (!version_acceptable(version)) {
       return error(where + ": record version " + hex16(version) +
@@ -348,8 +349,8 @@ HelloParse parse_client_hello(std::string_view in) {
                    ", not ClientHello");
     }
     if (message.size() >= kHandshakeHeaderBytes) {
-      size_t body_len = (size_t(uint8_t(message[1])) << 16) |
-                        (size_t(uint8_t(message[2])) << 8) | uint8_t(message[3]);
+      size_t body_len = (size_t(uint8_t(message[1])) << 16) | (size_t(uint8_t(message[2])) << 8) |
+                        uint8_t(message[3]);
       // Lower bound of the wire size: this message plus one record header.
       if (body_len + kHandshakeHeaderBytes + kRecordHeaderBytes > kMaxClientHelloBytes) {
         return error("ClientHello length " + std::to_string(body_len) + " exceeds the cap of " +

@@ -27,12 +27,12 @@ struct ClientHello {
   // server_name host_name, lower-cased and validated (LDH, no trailing dot, not an IP);
   // nullopt when the client sent no SNI extension (e.g. it dialled an IP literal).
   std::optional<std::string> sni;
-  std::vector<std::string> alpn;              // in the client's order; empty when absent
-  uint16_t record_version = 0;                // of the first record (0x0301..0x0303)
-  uint16_t legacy_version = 0;                // ClientHello.legacy_version
-  std::vector<uint16_t> supported_versions;   // extension 43; empty when absent
-  size_t wire_bytes = 0;                      // bytes of the records that carried the hello
-  size_t record_count = 0;                    // how many TLS records carried it
+  std::vector<std::string> alpn;             // in the client's order; empty when absent
+  uint16_t record_version = 0;               // of the first record (0x0301..0x0303)
+  uint16_t legacy_version = 0;               // ClientHello.legacy_version
+  std::vector<uint16_t> supported_versions;  // extension 43; empty when absent
+  size_t wire_bytes = 0;                     // bytes of the records that carried the hello
+  size_t record_count = 0;                   // how many TLS records carried it
   // The client offered Encrypted Client Hello (0xfe0d): `sni` is then only the outer public
   // name; the gateway terminates with that name and the inner Host will not match it.
   bool ech_offered = false;
@@ -42,8 +42,8 @@ enum class HelloStatus { kNeedMore, kDone, kNotTls, kError };
 
 struct HelloParse {
   HelloStatus status = HelloStatus::kNeedMore;
-  ClientHello hello;   // meaningful when status == kDone
-  std::string error;   // kError / kNotTls: a short reason naming the field and offset
+  ClientHello hello;  // meaningful when status == kDone
+  std::string error;  // kError / kNotTls: a short reason naming the field and offset
   bool looks_like_tls() const { return status != HelloStatus::kNotTls; }
 };
 

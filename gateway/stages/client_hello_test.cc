@@ -111,8 +111,7 @@ TEST(ClientHello, RealHelloWithSniAndAlpn) {
   EXPECT_EQ(*r.hello.sni, "api.example.com");  // lower-cased
   EXPECT_EQ(r.hello.alpn, (std::vector<std::string>{"h2", "http/1.1"}));
   EXPECT_EQ(r.hello.legacy_version, 0x0303);
-  EXPECT_NE(std::find(r.hello.supported_versions.begin(), r.hello.supported_versions.end(),
-                      0x0304),
+  EXPECT_NE(std::find(r.hello.supported_versions.begin(), r.hello.supported_versions.end(), 0x0304),
             r.hello.supported_versions.end());
   EXPECT_EQ(r.hello.wire_bytes, wire.size());
   EXPECT_EQ(r.hello.record_count, 1u);
@@ -201,10 +200,9 @@ std::vector<BadCase> bad_cases() {
   std::vector<BadCase> v;
   v.push_back({"PlainHttpOn443", "GET / HTTP/1.1\r\nHost: x\r\n\r\n", HelloStatus::kNotTls,
                "not a TLS handshake"});
-  v.push_back({"Sslv2Hello", std::string("\x80\x2e\x01\x00\x02", 5), HelloStatus::kError,
-               "SSLv2"});
-  v.push_back({"AlertFirst", std::string("\x15\x03\x01\x00\x02\x02\x28", 7),
-               HelloStatus::kError, "content type 21"});
+  v.push_back({"Sslv2Hello", std::string("\x80\x2e\x01\x00\x02", 5), HelloStatus::kError, "SSLv2"});
+  v.push_back({"AlertFirst", std::string("\x15\x03\x01\x00\x02\x02\x28", 7), HelloStatus::kError,
+               "content type 21"});
   {
     std::string b = base;
     b[1] = 0x02;
@@ -286,15 +284,15 @@ std::vector<BadCase> bad_cases() {
                with_extra_extension(base, 0, sni_list(sni_entry(0, "evil.example"))),
                HelloStatus::kError, "duplicate extension 0x0000"});
   v.push_back({"SniTwoHostNames",
-               with_sni_extension(base, sni_list(sni_entry(0, "api.example.com") +
-                                                 sni_entry(0, "evil.example"))),
+               with_sni_extension(
+                   base, sni_list(sni_entry(0, "api.example.com") + sni_entry(0, "evil.example"))),
                HelloStatus::kError, "more than one host_name"});
   v.push_back({"SniZeroLengthName", with_sni_extension(base, sni_list(sni_entry(0, ""))),
                HelloStatus::kError, "empty"});
   v.push_back({"SniEmptyList", with_sni_extension(base, sni_list("")), HelloStatus::kError,
                "list is empty"});
-  v.push_back({"SniEmptyExtension", with_sni_extension(base, ""), HelloStatus::kError,
-               "server_name"});
+  v.push_back(
+      {"SniEmptyExtension", with_sni_extension(base, ""), HelloStatus::kError, "server_name"});
   v.push_back({"SniNonHostNameType",
                with_sni_extension(base, sni_list(sni_entry(1, "api.example.com"))),
                HelloStatus::kError, "type 1"});
@@ -304,8 +302,8 @@ std::vector<BadCase> bad_cases() {
   v.push_back({"SniEntryTruncated",
                with_sni_extension(base, sni_list(std::string("\x00\x00\x20", 3) + "a.example")),
                HelloStatus::kError, "truncated"});
-  for (const char* bad : {"api.example.com.", "1.2.3.4", "a_b.example", "-a.example",
-                          "a..example", "a.example\x01", "caf\xc3\xa9.example"}) {
+  for (const char* bad : {"api.example.com.", "1.2.3.4", "a_b.example", "-a.example", "a..example",
+                          "a.example\x01", "caf\xc3\xa9.example"}) {
     v.push_back({"SniInvalidName", with_sni_extension(base, sni_list(sni_entry(0, bad))),
                  HelloStatus::kError, "not a valid DNS host name"});
   }
@@ -329,8 +327,7 @@ std::vector<BadCase> bad_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Cases, ClientHelloBad, ::testing::ValuesIn(bad_cases()),
                          [](const auto& info) {
-                           return std::string(info.param.name) + "_" +
-                                  std::to_string(info.index);
+                           return std::string(info.param.name) + "_" + std::to_string(info.index);
                          });
 
 TEST(ClientHello, PreSharedKeyMustBeLast) {
@@ -356,8 +353,8 @@ TEST(ClientHello, SizeCapOnTheWire) {
   HelloParse ok = parse_client_hello(padded);
   EXPECT_EQ(ok.status, HelloStatus::kDone) << ok.error;
   // Tiny records: overhead pushes the wire size over the cap even though the message fits.
-  std::string tiny = split_into_records(with_extra_extension(wire, 0x7777, std::string(8000, 'p')),
-                                        {4});
+  std::string tiny =
+      split_into_records(with_extra_extension(wire, 0x7777, std::string(8000, 'p')), {4});
   ASSERT_GT(tiny.size(), kMaxClientHelloBytes);
   HelloParse t = parse_client_hello(tiny);
   EXPECT_EQ(t.status, HelloStatus::kError);

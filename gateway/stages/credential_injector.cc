@@ -126,7 +126,8 @@ void find_in_layer(std::string_view s, std::vector<FoundToken>& out) {
       t.token = std::string(s.substr(at, j - at));
       // The id ends where the 43-character secret (preceded by '_') begins.
       size_t sep = j - kTokenSecretChars - 1;
-      if (s[sep] == '_') t.id = std::string(s.substr(at + kTokenPrefix.size(), sep - at - kTokenPrefix.size()));
+      if (s[sep] == '_')
+        t.id = std::string(s.substr(at + kTokenPrefix.size(), sep - at - kTokenPrefix.size()));
       bool dup = std::any_of(out.begin(), out.end(),
                              [&](const FoundToken& f) { return f.token == t.token; });
       if (!dup) out.push_back(std::move(t));
@@ -185,7 +186,7 @@ InjectionReport deny(InjectionReport r, std::string reason, std::string detail) 
 // header carrying a token, and decide whether a token sat where it must not. Returns the
 // tokens found in the credential header(s).
 std::vector<FoundToken> strip_and_classify(HeaderList& headers, std::string_view target,
-                                           const CredentialSpec* spec, bool spec_usable,
+                                           const InjectionSpec* spec, bool spec_usable,
                                            InjectionReport& report) {
   Scan scan = scan_request(headers, target);
   std::vector<FoundToken> credential_tokens;
@@ -230,7 +231,7 @@ std::vector<FoundToken> strip_and_classify(HeaderList& headers, std::string_view
   return credential_tokens;
 }
 
-std::optional<std::string> spec_problem(const CredentialSpec& spec) {
+std::optional<std::string> spec_problem(const InjectionSpec& spec) {
   if (!is_injectable_header(spec.header)) return "forbidden_credential_header";
   if (spec.format.find("{secret}") == std::string::npos) return "credential_spec_invalid";
   return std::nullopt;
@@ -254,8 +255,8 @@ bool is_injectable_header(std::string_view name) {
   if (name.empty() || !std::all_of(name.begin(), name.end(), is_tchar)) return false;
   std::string n = ascii_lower(name);
   static constexpr std::array<std::string_view, 8> kNever = {
-      "host", "content-length", "transfer-encoding", "connection",
-      "upgrade", "te", "trailer", "keep-alive"};
+      "host", "content-length", "transfer-encoding", "connection", "upgrade",
+      "te",   "trailer",        "keep-alive"};
   if (std::find(kNever.begin(), kNever.end(), n) != kNever.end()) return false;
   if (n.rfind("proxy-", 0) == 0) return false;
   return true;
@@ -269,7 +270,7 @@ std::vector<FoundToken> find_proxy_tokens(std::string_view text) {
 }
 
 InjectionReport strip_credentials(HeaderList& headers, std::string_view target,
-                                  const CredentialSpec* spec) {
+                                  const InjectionSpec* spec) {
   InjectionReport report;
   bool usable = spec != nullptr && !spec_problem(*spec);
   if (spec) report.credential = spec->name;
@@ -278,8 +279,8 @@ InjectionReport strip_credentials(HeaderList& headers, std::string_view target,
 }
 
 InjectionReport inject_credentials(HeaderList& headers, std::string_view target,
-                                   const CredentialSpec* spec, bool tls,
-                                   const SecretSource& secrets, const TokenVerifier& verify) {
+                                   const InjectionSpec* spec, bool tls, const SecretSource& secrets,
+                                   const TokenVerifier& verify) {
   InjectionReport report;
   std::optional<std::string> problem;
   if (spec) {
@@ -307,7 +308,7 @@ InjectionReport inject_credentials(HeaderList& headers, std::string_view target,
   }
   if (tokens.size() == 1) {
     report.token_id = tokens[0].id;
-    if (spec->token_mode == TokenMode::kOff) {
+    if (spec->token_mode == TokenRequirement::kOff) {
       return deny(std::move(report), "token_misuse",
                   "credential " + spec->name + " does not accept proxy tokens");
     }
@@ -328,7 +329,7 @@ InjectionReport inject_credentials(HeaderList& headers, std::string_view target,
     if (!verdict.token_id.empty()) report.token_id = verdict.token_id;
     report.action = InjectionAction::kSwapped;
   } else {
-    if (spec->token_mode == TokenMode::kRequired) {
+    if (spec->token_mode == TokenRequirement::kRequired) {
       // Threat 18.
       return deny(std::move(report), "token_required",
                   "credential " + spec->name + " requires a proxy token in " + spec->header);
@@ -336,7 +337,8 @@ InjectionReport inject_credentials(HeaderList& headers, std::string_view target,
     report.action = InjectionAction::kInjected;
   }
 
-  Result<std::string> secret = secrets ? secrets(spec->name) : Result<std::string>(fail("no source"));
+  Result<std::string> secret =
+      secrets ? secrets(spec->name) : Result<std::string>(fail("no source"));
   if (!secret) {
     report.action = InjectionAction::kNone;
     return deny(std::move(report), "secret_unavailable",

@@ -3,7 +3,7 @@
 //
 // Owns: stripping what the credential sets, finding proxy tokens wherever the sandbox hid them,
 // swapping a valid token for the real secret, rendering and injecting the secret, and the
-// refusals that go with those. Trusts: the CredentialSpec (from the compiled policy), the
+// refusals that go with those. Trusts: the InjectionSpec (from the compiled policy), the
 // SecretSource and the TokenVerifier (vault lookups done by the caller); nothing in the request.
 //
 // Order in the gateway: check_request() -> strip the hop-by-hop list -> policy decision ->
@@ -29,14 +29,14 @@
 
 namespace cordon::gateway {
 
-enum class TokenMode { kOff, kOptional, kRequired };
+enum class TokenRequirement { kOff, kOptional, kRequired };
 
 // One destination's credential, as the policy compiled it (design.md §4 `credentials`).
-struct CredentialSpec {
+struct InjectionSpec {
   std::string name;    // credential name (audit, secret lookup)
   std::string header;  // the header it sets, e.g. "Authorization"
   std::string format;  // e.g. "Bearer {secret}"; must contain "{secret}"
-  TokenMode token_mode = TokenMode::kOff;
+  TokenRequirement token_mode = TokenRequirement::kOff;
   bool allow_plaintext = false;  // the rule opted in to injection over plain HTTP (threat 22)
 };
 
@@ -76,14 +76,14 @@ struct InjectionReport {
 // on refusal it is still stripped (never forward it anyway). `spec` null = the destination has
 // no credential. `tls` = the request came over TLS that the gateway terminated.
 InjectionReport inject_credentials(HeaderList& headers, std::string_view target,
-                                   const CredentialSpec* spec, bool tls,
-                                   const SecretSource& secrets, const TokenVerifier& verify);
+                                   const InjectionSpec* spec, bool tls, const SecretSource& secrets,
+                                   const TokenVerifier& verify);
 
 // Denied (or report-mode) request: removes the credential's header(s) and every header that
 // carries a proxy token; reports token_misuse when a token sat anywhere but in the credential
 // header. Never injects, never calls the vault.
 InjectionReport strip_credentials(HeaderList& headers, std::string_view target,
-                                  const CredentialSpec* spec);
+                                  const InjectionSpec* spec);
 
 // A token-shaped string found in text: the candidate as it would be looked up, and its id.
 struct FoundToken {

@@ -17,8 +17,8 @@ std::string make_token(const std::string& id) {
   return "cdn_" + id + "_" + base64url_encode(random_bytes(32));
 }
 
-CredentialSpec github(TokenMode mode = TokenMode::kOptional) {
-  return CredentialSpec{"github", "Authorization", "Bearer {secret}", mode, false};
+InjectionSpec github(TokenRequirement mode = TokenRequirement::kOptional) {
+  return InjectionSpec{"github", "Authorization", "Bearer {secret}", mode, false};
 }
 
 // A fake vault: knows one token for (github, this sandbox), one revoked, one for another
@@ -85,7 +85,7 @@ void expect_clean_report(const InjectionReport& r, const std::vector<std::string
 TEST(Inject, InjectsWhenNoTokenAndModeOptional) {
   FakeVault vault;
   HeaderList h{{"Host", "api.github.com"}, {"Accept", "*/*"}};
-  CredentialSpec spec = github();
+  InjectionSpec spec = github();
   InjectionReport r =
       inject_credentials(h, "/repos/x", &spec, true, vault.secrets(), vault.verifier());
   ASSERT_TRUE(r.allowed) << r.reason << ": " << r.detail;
@@ -102,7 +102,7 @@ TEST(Inject, T17_ClientCredentialHeaderIsAlwaysStripped) {
   HeaderList h{{"Host", "api.github.com"},
                {"authorization", "Bearer attacker-chosen"},
                {"AUTHORIZATION", "Basic eDp5"}};
-  CredentialSpec spec = github();
+  InjectionSpec spec = github();
   InjectionReport r = inject_credentials(h, "/", &spec, true, vault.secrets(), vault.verifier());
   ASSERT_TRUE(r.allowed) << r.detail;
   EXPECT_EQ(count_named(h, "Authorization"), 1);
@@ -112,9 +112,9 @@ TEST(Inject, T17_ClientCredentialHeaderIsAlwaysStripped) {
 
 TEST(Inject, T17_StripOnlyPathForDeniedRequests) {
   FakeVault vault;
-  HeaderList h{{"Host", "api.github.com"}, {"Authorization", "Bearer " + vault.good},
-               {"X-Other", "1"}};
-  CredentialSpec spec = github();
+  HeaderList h{
+      {"Host", "api.github.com"}, {"Authorization", "Bearer " + vault.good}, {"X-Other", "1"}};
+  InjectionSpec spec = github();
   InjectionReport r = strip_credentials(h, "/", &spec);
   EXPECT_TRUE(r.allowed);  // a token in the credential's own header is not misuse
   EXPECT_EQ(count_named(h, "Authorization"), 0);
@@ -134,7 +134,7 @@ TEST(Inject, T17_StripOnlyPathForDeniedRequests) {
 TEST(Inject, SwapsValidTokenInTheCredentialHeader) {
   FakeVault vault;
   HeaderList h{{"Host", "api.github.com"}, {"Authorization", "Bearer " + vault.good}};
-  CredentialSpec spec = github();
+  InjectionSpec spec = github();
   InjectionReport r = inject_credentials(h, "/", &spec, true, vault.secrets(), vault.verifier());
   ASSERT_TRUE(r.allowed) << r.reason << ": " << r.detail;
   EXPECT_EQ(r.action, InjectionAction::kSwapped);
@@ -148,7 +148,7 @@ TEST(Inject, SwapsValidTokenInTheCredentialHeader) {
 TEST(Inject, SwapsTokenGivenAsBasicAuthPassword) {
   FakeVault vault;
   HeaderList h{{"Authorization", "Basic " + base64_encode("x-access-token:" + vault.good)}};
-  CredentialSpec spec = github();
+  InjectionSpec spec = github();
   InjectionReport r = inject_credentials(h, "/", &spec, true, vault.secrets(), vault.verifier());
   ASSERT_TRUE(r.allowed) << r.detail;
   EXPECT_EQ(r.action, InjectionAction::kSwapped);
@@ -157,7 +157,7 @@ TEST(Inject, SwapsTokenGivenAsBasicAuthPassword) {
 TEST(Inject, T18_RequiredTokenAbsent) {
   FakeVault vault;
   HeaderList h{{"Host", "api.github.com"}, {"Authorization", "Bearer not-a-token"}};
-  CredentialSpec spec = github(TokenMode::kRequired);
+  InjectionSpec spec = github(TokenRequirement::kRequired);
   InjectionReport r = inject_credentials(h, "/", &spec, true, vault.secrets(), vault.verifier());
   EXPECT_FALSE(r.allowed);
   EXPECT_EQ(r.reason, "token_required");
@@ -168,7 +168,7 @@ TEST(Inject, T18_RequiredTokenAbsent) {
 TEST(Inject, T18_RequiredTokenPresentIsSwapped) {
   FakeVault vault;
   HeaderList h{{"Authorization", "Bearer " + vault.good}};
-  CredentialSpec spec = github(TokenMode::kRequired);
+  InjectionSpec spec = github(TokenRequirement::kRequired);
   InjectionReport r = inject_credentials(h, "/", &spec, true, vault.secrets(), vault.verifier());
   ASSERT_TRUE(r.allowed) << r.detail;
   EXPECT_EQ(r.action, InjectionAction::kSwapped);
@@ -177,7 +177,7 @@ TEST(Inject, T18_RequiredTokenPresentIsSwapped) {
 TEST(Inject, T20_RevokedTokenRefused) {
   FakeVault vault;
   HeaderList h{{"Authorization", "Bearer " + vault.revoked}};
-  CredentialSpec spec = github();
+  InjectionSpec spec = github();
   InjectionReport r = inject_credentials(h, "/", &spec, true, vault.secrets(), vault.verifier());
   EXPECT_FALSE(r.allowed);
   EXPECT_EQ(r.reason, "token_refused");
@@ -191,7 +191,7 @@ TEST(Inject, T20_UnknownTokenRefusedAndNoVerifierFailsClosed) {
   FakeVault vault;
   std::string forged = make_token("zz");
   HeaderList h{{"Authorization", "Bearer " + forged}};
-  CredentialSpec spec = github();
+  InjectionSpec spec = github();
   InjectionReport r = inject_credentials(h, "/", &spec, true, vault.secrets(), vault.verifier());
   EXPECT_EQ(r.reason, "token_refused");
   HeaderList h2{{"Authorization", "Bearer " + vault.good}};
@@ -203,7 +203,7 @@ TEST(Inject, T20_UnknownTokenRefusedAndNoVerifierFailsClosed) {
 TEST(Inject, T19_TokenOfAnotherCredential) {
   FakeVault vault;
   HeaderList h{{"Authorization", "Bearer " + vault.other}};
-  CredentialSpec spec = github();
+  InjectionSpec spec = github();
   InjectionReport r = inject_credentials(h, "/", &spec, true, vault.secrets(), vault.verifier());
   EXPECT_FALSE(r.allowed);
   EXPECT_EQ(r.reason, "token_misuse");
@@ -214,7 +214,7 @@ TEST(Inject, T19_TokenOfAnotherCredential) {
 TEST(Inject, TokenWhenModeOffIsMisuse) {
   FakeVault vault;
   HeaderList h{{"Authorization", "Bearer " + vault.good}};
-  CredentialSpec spec = github(TokenMode::kOff);
+  InjectionSpec spec = github(TokenRequirement::kOff);
   InjectionReport r = inject_credentials(h, "/", &spec, true, vault.secrets(), vault.verifier());
   EXPECT_FALSE(r.allowed);
   EXPECT_EQ(r.reason, "token_misuse");
@@ -223,7 +223,7 @@ TEST(Inject, TokenWhenModeOffIsMisuse) {
 TEST(Inject, TwoTokensInTheCredentialHeader) {
   FakeVault vault;
   HeaderList h{{"Authorization", "Bearer " + vault.good}, {"Authorization", vault.other}};
-  CredentialSpec spec = github();
+  InjectionSpec spec = github();
   InjectionReport r = inject_credentials(h, "/", &spec, true, vault.secrets(), vault.verifier());
   EXPECT_FALSE(r.allowed);
   EXPECT_EQ(r.reason, "token_misuse");
@@ -243,23 +243,43 @@ struct MisuseCase {
 std::vector<MisuseCase> misuse_cases(const std::string& tok) {
   std::string pct_encoded;
   for (char c : tok) {
-    if (c == '_') pct_encoded += "%5F";
-    else pct_encoded += c;
+    if (c == '_')
+      pct_encoded += "%5F";
+    else
+      pct_encoded += c;
   }
   return {
-      {"T19_NoCredentialDestination_Bearer", false, {{"Authorization", "Bearer " + tok}}, "/", "Authorization"},
+      {"T19_NoCredentialDestination_Bearer",
+       false,
+       {{"Authorization", "Bearer " + tok}},
+       "/",
+       "Authorization"},
       {"T19_OtherHeader", true, {{"X-Api-Key", tok}}, "/", "X-Api-Key"},
       {"T19_Cookie", true, {{"Cookie", "a=1; session=" + tok + "; b=2"}}, "/", "Cookie"},
       {"T19_InQuery", true, {}, "/upload?key=" + tok, ""},
       {"T19_InPath", true, {}, "/paste/" + tok, ""},
       {"T19_PercentEncodedQuery", true, {}, "/p?k=" + pct_encoded, ""},
       {"T19_PercentEncodedHeader", true, {{"X-Data", pct_encoded}}, "/", "X-Data"},
-      {"T19_BasicAuthOnOtherHeader", true,
-       {{"Proxy-Foo", "Basic " + base64_encode("user:" + tok)}}, "/", "Proxy-Foo"},
-      {"T19_BasicAuthNoCredential", false,
-       {{"Authorization", "Basic " + base64_encode("user:" + tok)}}, "/", "Authorization"},
-      {"T19_Base64UrlInHeader", true, {{"X-Blob", "eyJ." + base64url_encode("{\"k\":\"" + tok + "\"}") + ".sig"}}, "/", "X-Blob"},
-      {"T19_Base64Misaligned", true, {{"X-Blob", "zz" + base64_encode("...." + tok)}}, "/", "X-Blob"},
+      {"T19_BasicAuthOnOtherHeader",
+       true,
+       {{"Proxy-Foo", "Basic " + base64_encode("user:" + tok)}},
+       "/",
+       "Proxy-Foo"},
+      {"T19_BasicAuthNoCredential",
+       false,
+       {{"Authorization", "Basic " + base64_encode("user:" + tok)}},
+       "/",
+       "Authorization"},
+      {"T19_Base64UrlInHeader",
+       true,
+       {{"X-Blob", "eyJ." + base64url_encode("{\"k\":\"" + tok + "\"}") + ".sig"}},
+       "/",
+       "X-Blob"},
+      {"T19_Base64Misaligned",
+       true,
+       {{"X-Blob", "zz" + base64_encode("...." + tok)}},
+       "/",
+       "X-Blob"},
       {"T19_UpperCasePrefix", true, {{"X-Key", "CDN_" + tok.substr(4)}}, "/", "X-Key"},
       {"T19_TokenInHeaderName", true, {{tok, "1"}}, "/", ""},
       {"T19_TokenWithSuffix", true, {{"X-Key", tok + "AAAA"}}, "/", "X-Key"},
@@ -272,7 +292,7 @@ TEST(Inject, T19_TokenMisuseTable) {
     SCOPED_TRACE(c.name);
     HeaderList h = c.headers;
     h.insert(h.begin(), Header{"Host", "paste.example"});
-    CredentialSpec spec = github();
+    InjectionSpec spec = github();
     InjectionReport r = inject_credentials(h, c.target, c.with_spec ? &spec : nullptr, true,
                                            vault.secrets(), vault.verifier());
     EXPECT_FALSE(r.allowed);
@@ -305,10 +325,9 @@ TEST(Inject, NoFalsePositivesOnOrdinaryValues) {
                {"X-Trace", "cdn_" + std::string(20, 'a')},
                {"User-Agent", "curl/8.0"},
                {"X-B64", base64_encode(std::string(200, 'x'))}};
-  CredentialSpec spec = github();
-  InjectionReport r =
-      inject_credentials(h, "/static/cdn_images/logo.png?cdn_v=3", &spec, true, vault.secrets(),
-                         vault.verifier());
+  InjectionSpec spec = github();
+  InjectionReport r = inject_credentials(h, "/static/cdn_images/logo.png?cdn_v=3", &spec, true,
+                                         vault.secrets(), vault.verifier());
   ASSERT_TRUE(r.allowed) << r.detail;
   EXPECT_EQ(count_named(h, "Cookie"), 1);
 }
@@ -317,7 +336,7 @@ TEST(Inject, TooManyTokensIsMisuse) {
   FakeVault vault;
   HeaderList h;
   for (int i = 0; i < 20; ++i) h.push_back({"X-T" + std::to_string(i), make_token("x")});
-  CredentialSpec spec = github();
+  InjectionSpec spec = github();
   InjectionReport r = inject_credentials(h, "/", &spec, true, vault.secrets(), vault.verifier());
   EXPECT_FALSE(r.allowed);
   EXPECT_EQ(r.reason, "token_misuse");
@@ -325,7 +344,7 @@ TEST(Inject, TooManyTokensIsMisuse) {
 
 TEST(Inject, T22_PlaintextRefusedUnlessOptedIn) {
   FakeVault vault;
-  CredentialSpec spec = github();
+  InjectionSpec spec = github();
   HeaderList h{{"Authorization", "Bearer mine"}};
   InjectionReport r = inject_credentials(h, "/", &spec, false, vault.secrets(), vault.verifier());
   EXPECT_FALSE(r.allowed);
@@ -344,7 +363,7 @@ TEST(Inject, T24_RenderedValueWithControlBytes) {
                           std::string("a\rb"), std::string("a\0b", 3), std::string("a\x01")}) {
     FakeVault vault;
     HeaderList h{{"Host", "api.github.com"}};
-    CredentialSpec spec = github();
+    InjectionSpec spec = github();
     InjectionReport r =
         inject_credentials(h, "/", &spec, true, vault.secrets(bad), vault.verifier());
     EXPECT_FALSE(r.allowed);
@@ -355,13 +374,13 @@ TEST(Inject, T24_RenderedValueWithControlBytes) {
 }
 
 TEST(Inject, T24_ForbiddenInjectionHeaders) {
-  for (const char* name : {"Host", "content-length", "Transfer-Encoding", "Connection", "Upgrade",
-                           "TE", "Trailer", "Keep-Alive", "Proxy-Authorization", "proxy-foo",
-                           "Bad Name", ""}) {
+  for (const char* name :
+       {"Host", "content-length", "Transfer-Encoding", "Connection", "Upgrade", "TE", "Trailer",
+        "Keep-Alive", "Proxy-Authorization", "proxy-foo", "Bad Name", ""}) {
     SCOPED_TRACE(name);
     FakeVault vault;
     HeaderList h{{"Host", "api.github.com"}, {"Content-Length", "0"}};
-    CredentialSpec spec{"github", name, "{secret}", TokenMode::kOptional, false};
+    InjectionSpec spec{"github", name, "{secret}", TokenRequirement::kOptional, false};
     InjectionReport r = inject_credentials(h, "/", &spec, true, vault.secrets(), vault.verifier());
     EXPECT_FALSE(r.allowed);
     EXPECT_EQ(r.reason, "forbidden_credential_header");
@@ -375,11 +394,11 @@ TEST(Inject, T24_ForbiddenInjectionHeaders) {
 
 TEST(Inject, FormatWithoutPlaceholderAndMissingSecret) {
   FakeVault vault;
-  CredentialSpec spec{"github", "Authorization", "Bearer", TokenMode::kOptional, false};
+  InjectionSpec spec{"github", "Authorization", "Bearer", TokenRequirement::kOptional, false};
   HeaderList h;
   EXPECT_EQ(inject_credentials(h, "/", &spec, true, vault.secrets(), vault.verifier()).reason,
             "credential_spec_invalid");
-  CredentialSpec unknown{"nope", "X-Key", "{secret}", TokenMode::kOptional, false};
+  InjectionSpec unknown{"nope", "X-Key", "{secret}", TokenRequirement::kOptional, false};
   InjectionReport r = inject_credentials(h, "/", &unknown, true, vault.secrets(), vault.verifier());
   EXPECT_FALSE(r.allowed);
   EXPECT_EQ(r.reason, "secret_unavailable");
@@ -389,7 +408,7 @@ TEST(Inject, FormatWithoutPlaceholderAndMissingSecret) {
 
 TEST(Inject, FormatWithSeveralPlaceholders) {
   FakeVault vault;
-  CredentialSpec spec{"api", "X-Key", "k={secret};again={secret}", TokenMode::kOff, false};
+  InjectionSpec spec{"api", "X-Key", "k={secret};again={secret}", TokenRequirement::kOff, false};
   HeaderList h;
   InjectionReport r = inject_credentials(h, "/", &spec, true, vault.secrets("S"), vault.verifier());
   ASSERT_TRUE(r.allowed);
@@ -416,13 +435,14 @@ TEST(FindTokens, IdAndShapes) {
 }
 
 TEST(Scrub, T23_EchoedSecretRemovedFromResponseHeaders) {
-  HeaderList h{{"Content-Type", "application/json"},
-               {"X-Echo-Authorization", "Bearer " + kSecret},
-               {"X-Echo-Basic", "Basic " + base64_encode("user:" + kSecret)},
-               {"X-Echo-B64url", base64url_encode(kSecret)},
-               {"Set-Cookie", "s=" + base64_encode("zz" + kSecret + "zz") + "; Path=/"},
-               {"Location", "https://x.example/?k=" + std::string("ghp%5FREALSECRETvalue0123456789")},
-               {"X-Ok", "nothing here"}};
+  HeaderList h{
+      {"Content-Type", "application/json"},
+      {"X-Echo-Authorization", "Bearer " + kSecret},
+      {"X-Echo-Basic", "Basic " + base64_encode("user:" + kSecret)},
+      {"X-Echo-B64url", base64url_encode(kSecret)},
+      {"Set-Cookie", "s=" + base64_encode("zz" + kSecret + "zz") + "; Path=/"},
+      {"Location", "https://x.example/?k=" + std::string("ghp%5FREALSECRETvalue0123456789")},
+      {"X-Ok", "nothing here"}};
   auto removed = scrub_response_headers(h, {"", kSecret});
   ASSERT_EQ(h.size(), 2u);
   EXPECT_EQ(h[0].name, "Content-Type");

@@ -37,7 +37,8 @@ Result<bool> read_name(std::string_view p, size_t& pos, DnsQuery& q) {
   // hop goes backwards and loops cannot form.
   size_t limit = cursor;
   while (true) {
-    if (cursor >= p.size()) return formerr("name runs past the end at offset " + std::to_string(cursor));
+    if (cursor >= p.size())
+      return formerr("name runs past the end at offset " + std::to_string(cursor));
     unsigned len = uint8_t(p[cursor]);
     if ((len & 0xc0) == 0xc0) {
       if (cursor + 1 >= p.size()) return formerr("truncated compression pointer");
@@ -92,7 +93,8 @@ std::optional<uint16_t> dns_message_id(std::string_view packet) {
 }
 
 Result<DnsQuery> parse_dns_query(std::string_view p) {
-  if (p.size() > kMaxDnsQueryBytes) return formerr("larger than " + std::to_string(kMaxDnsQueryBytes) + " bytes");
+  if (p.size() > kMaxDnsQueryBytes)
+    return formerr("larger than " + std::to_string(kMaxDnsQueryBytes) + " bytes");
   if (p.size() < kHeaderBytes) return formerr("shorter than a header");
   DnsQuery q;
   q.id = uint16_t(get16(p, 0));

@@ -9,7 +9,9 @@
 namespace cordon::gateway {
 namespace {
 
-std::string u16(unsigned v) { return std::string{char(v >> 8), char(v & 0xff)}; }
+std::string u16(unsigned v) {
+  return std::string{char(v >> 8), char(v & 0xff)};
+}
 
 std::string header(unsigned id, unsigned flags, unsigned qd, unsigned an = 0, unsigned ns = 0,
                    unsigned ar = 0) {
@@ -56,13 +58,13 @@ TEST(DnsParse, LabelAndNameCaps) {
   auto long_label = parse_dns_query(query({std::string(64, 'a'), "example"}));
   ASSERT_FALSE(long_label);
   // 4 labels of 63 = 4 * 64 + 1 = 257 bytes > 255.
-  auto long_name = parse_dns_query(
-      query({std::string(63, 'a'), std::string(63, 'b'), std::string(63, 'c'), std::string(63, 'd')}));
+  auto long_name = parse_dns_query(query(
+      {std::string(63, 'a'), std::string(63, 'b'), std::string(63, 'c'), std::string(63, 'd')}));
   ASSERT_FALSE(long_name);
   EXPECT_NE(long_name.error().message.find("255"), std::string::npos);
   // 3 x 63 + 61 = 4*... exactly 255 in wire form: 64*3 + 62 + 1 = 255.
-  EXPECT_TRUE(parse_dns_query(
-      query({std::string(63, 'a'), std::string(63, 'b'), std::string(63, 'c'), std::string(61, 'd')})));
+  EXPECT_TRUE(parse_dns_query(query(
+      {std::string(63, 'a'), std::string(63, 'b'), std::string(63, 'c'), std::string(61, 'd')})));
 }
 
 struct Bad {
@@ -79,18 +81,19 @@ std::vector<Bad> bad_packets() {
   for (size_t cut = 12; cut < ok.size(); ++cut) {
     v.push_back({"Truncated", ok.substr(0, cut), DnsRcode::kFormErr});
   }
-  v.push_back({"Response", header(1, 0x8000, 1) + name({"a"}) + u16(1) + u16(1),
-               DnsRcode::kFormErr});
-  v.push_back({"OpcodeStatus", header(1, 2 << 11, 1) + name({"a"}) + u16(1) + u16(1),
-               DnsRcode::kNotImp});
-  v.push_back({"TcSet", header(1, 0x0200, 1) + name({"a"}) + u16(1) + u16(1),
-               DnsRcode::kFormErr});
+  v.push_back(
+      {"Response", header(1, 0x8000, 1) + name({"a"}) + u16(1) + u16(1), DnsRcode::kFormErr});
+  v.push_back(
+      {"OpcodeStatus", header(1, 2 << 11, 1) + name({"a"}) + u16(1) + u16(1), DnsRcode::kNotImp});
+  v.push_back({"TcSet", header(1, 0x0200, 1) + name({"a"}) + u16(1) + u16(1), DnsRcode::kFormErr});
   v.push_back({"QdZero", header(1, 0, 0), DnsRcode::kFormErr});
-  v.push_back({"QdTwo", header(1, 0, 2) + name({"a"}) + u16(1) + u16(1) + name({"b"}) + u16(1) + u16(1),
+  v.push_back({"QdTwo",
+               header(1, 0, 2) + name({"a"}) + u16(1) + u16(1) + name({"b"}) + u16(1) + u16(1),
                DnsRcode::kFormErr});
-  v.push_back({"AnswerInQuery", header(1, 0, 1, 1) + name({"a"}) + u16(1) + u16(1),
-               DnsRcode::kFormErr});
-  v.push_back({"TwoAdditional", header(1, 0, 1, 0, 0, 2) + name({"a"}) + u16(1) + u16(1) + opt() + opt(),
+  v.push_back(
+      {"AnswerInQuery", header(1, 0, 1, 1) + name({"a"}) + u16(1) + u16(1), DnsRcode::kFormErr});
+  v.push_back({"TwoAdditional",
+               header(1, 0, 1, 0, 0, 2) + name({"a"}) + u16(1) + u16(1) + opt() + opt(),
                DnsRcode::kFormErr});
   v.push_back({"AdditionalNotOpt",
                header(1, 0, 1, 0, 0, 1) + name({"a"}) + u16(1) + u16(1) + std::string(1, '\0') +
@@ -101,19 +104,33 @@ std::vector<Bad> bad_packets() {
                DnsRcode::kFormErr});
   v.push_back({"Trailing", ok + "x", DnsRcode::kFormErr});
   // Compression: self pointer, forward pointer, pointer into the header, loop via two names.
-  v.push_back({"PointerToSelf", header(1, 0, 1) + u16(0xc00c) + u16(1) + u16(1), DnsRcode::kFormErr});
-  v.push_back({"PointerForward", header(1, 0, 1) + std::string("\x01" "a", 2) + u16(0xc020) + u16(1) + u16(1) +
-                   std::string(20, '\0'),
+  v.push_back(
+      {"PointerToSelf", header(1, 0, 1) + u16(0xc00c) + u16(1) + u16(1), DnsRcode::kFormErr});
+  v.push_back({"PointerForward",
+               header(1, 0, 1) +
+                   std::string("\x01"
+                               "a",
+                               2) +
+                   u16(0xc020) + u16(1) + u16(1) + std::string(20, '\0'),
                DnsRcode::kFormErr});
-  v.push_back({"PointerIntoHeader", header(1, 0, 1) + u16(0xc002) + u16(1) + u16(1),
-               DnsRcode::kFormErr});
+  v.push_back(
+      {"PointerIntoHeader", header(1, 0, 1) + u16(0xc002) + u16(1) + u16(1), DnsRcode::kFormErr});
   v.push_back({"PointerBackToOwnStart",
-               header(1, 0, 1) + std::string("\x01" "a", 2) + u16(0xc00c) + u16(1) + u16(1),
+               header(1, 0, 1) +
+                   std::string("\x01"
+                               "a",
+                               2) +
+                   u16(0xc00c) + u16(1) + u16(1),
                DnsRcode::kFormErr});
-  v.push_back({"PointerOutOfRange", header(1, 0, 1) + u16(0xffff) + u16(1) + u16(1),
-               DnsRcode::kFormErr});
+  v.push_back(
+      {"PointerOutOfRange", header(1, 0, 1) + u16(0xffff) + u16(1) + u16(1), DnsRcode::kFormErr});
   v.push_back({"PointerTruncated", header(1, 0, 1) + std::string("\xc0", 1), DnsRcode::kFormErr});
-  v.push_back({"ExtendedLabelType", header(1, 0, 1) + std::string("\x41" "a", 2) + u16(1) + u16(1),
+  v.push_back({"ExtendedLabelType",
+               header(1, 0, 1) +
+                   std::string("\x41"
+                               "a",
+                               2) +
+                   u16(1) + u16(1),
                DnsRcode::kFormErr});
   v.push_back({"LabelWithDot", query({"a.b", "example"}), DnsRcode::kFormErr});
   v.push_back({"LabelWithNul", query({std::string("a\0b", 3)}), DnsRcode::kFormErr});

@@ -11,8 +11,21 @@ namespace {
 bool is_tchar(char c) {
   if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
   switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+': case '-':
-    case '.': case '^': case '_': case '`': case '|': case '~':
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~':
       return true;
     default:
       return false;
@@ -62,9 +75,9 @@ bool same_host(const HostPort& a, std::string_view canonical_host) {
 }
 
 // Hop-by-hop headers never forwarded as sent (RFC 9110 §7.6.1, plus the proxy ones).
-constexpr std::string_view kHopByHop[] = {"connection", "keep-alive", "proxy-connection",
-                                          "proxy-authorization", "proxy-authenticate", "te",
-                                          "http2-settings"};
+constexpr std::string_view kHopByHop[] = {
+    "connection",         "keep-alive", "proxy-connection", "proxy-authorization",
+    "proxy-authenticate", "te",         "http2-settings"};
 
 // Names that must never be listed in Connection: dropping them would change the framing or the
 // destination of the request between us and the upstream.
@@ -98,7 +111,7 @@ std::optional<std::string> parse_target(std::string_view target, bool is_connect
   }
   if (is_connect) {
     t.form = TargetForm::kAuthority;
-    t.authority = parse_authority(target);
+    t.authority = parse_host_port(target);
     if (!t.authority) return "target_invalid_authority";
     return std::nullopt;
   }
@@ -127,7 +140,7 @@ std::optional<std::string> parse_target(std::string_view target, bool is_connect
   std::string_view rest = target.substr(colon + 3);
   size_t end = rest.find_first_of("/?");
   std::string_view authority = rest.substr(0, end);
-  t.authority = parse_authority(authority);
+  t.authority = parse_host_port(authority);
   if (!t.authority) return "target_invalid_authority";
   std::string_view after = end == std::string_view::npos ? std::string_view() : rest.substr(end);
   if (after.empty() || after.front() == '?') {
@@ -141,7 +154,7 @@ std::optional<std::string> parse_target(std::string_view target, bool is_connect
 
 }  // namespace
 
-std::optional<HostPort> parse_authority(std::string_view a) {
+std::optional<HostPort> parse_host_port(std::string_view a) {
   if (a.empty() || a.size() > kMaxAuthorityBytes) return std::nullopt;
   if (a.find('@') != std::string_view::npos) return std::nullopt;  // userinfo: never
   HostPort hp;
@@ -195,7 +208,7 @@ std::optional<Rejection> check_tunnel_sni(std::string_view connect_host,
   return std::nullopt;
 }
 
-RequestVerdict check_request(const RequestHead& head, const ConnectionFacts& facts,
+RequestVerdict check_request(const RequestHead& head, const ChannelFacts& facts,
                              const StageLimits& limits_in) {
   // Configuration may lower the limits, never raise them above the hard ceilings.
   StageLimits limits = limits_in;
@@ -254,19 +267,26 @@ RequestVerdict check_request(const RequestHead& head, const ConnectionFacts& fac
                     "header " + h.name + " has control bytes, CR or LF in its value (obs-fold?)");
     }
     std::string lname = ascii_lower(h.name);
-    if (lname == "host") host_h.push_back(&h);
-    else if (lname == "content-length") cl_h.push_back(&h);
-    else if (lname == "transfer-encoding") te_h.push_back(&h);
-    else if (lname == "upgrade") upgrade_h.push_back(&h);
-    else if (lname == "expect") expect_h.push_back(&h);
-    else if (lname == "connection") connection_h.push_back(&h);
-    else if (lname == "http2-settings") has_http2_settings = true;
+    if (lname == "host")
+      host_h.push_back(&h);
+    else if (lname == "content-length")
+      cl_h.push_back(&h);
+    else if (lname == "transfer-encoding")
+      te_h.push_back(&h);
+    else if (lname == "upgrade")
+      upgrade_h.push_back(&h);
+    else if (lname == "expect")
+      expect_h.push_back(&h);
+    else if (lname == "connection")
+      connection_h.push_back(&h);
+    else if (lname == "http2-settings")
+      has_http2_settings = true;
   }
 
   // --- Host ---
   if (host_h.empty()) return reject(400, "host_missing", "no Host header");
   if (host_h.size() > 1) return reject(400, "host_repeated", "more than one Host header");
-  auto host = parse_authority(trim_ows(host_h[0]->value));
+  auto host = parse_host_port(trim_ows(host_h[0]->value));
   if (!host) return reject(400, "host_invalid", "Host is not a valid host[:port]");
 
   // --- target ---
@@ -307,7 +327,8 @@ RequestVerdict check_request(const RequestHead& head, const ConnectionFacts& fac
                         "absolute-form host " + target.authority->host + " differs from the SNI");
         }
         if (target.authority->port && *target.authority->port != facts.port) {
-          return reject(400, "host_port_mismatch", "absolute-form port differs from the connection");
+          return reject(400, "host_port_mismatch",
+                        "absolute-form port differs from the connection");
         }
       }
       out.host = facts.sni;
@@ -360,8 +381,7 @@ RequestVerdict check_request(const RequestHead& head, const ConnectionFacts& fac
         }
         out.port = target.authority->port.value_or(80);
       }
-      if (!same_host(*host, target.authority->host) ||
-          (host->port && *host->port != out.port)) {
+      if (!same_host(*host, target.authority->host) || (host->port && *host->port != out.port)) {
         return reject(403, "host_authority_mismatch", "Host differs from the target authority");
       }
       out.host = target.authority->host;
@@ -389,7 +409,8 @@ RequestVerdict check_request(const RequestHead& head, const ConnectionFacts& fac
   }
   if (!cl_h.empty()) {
     std::string_view v = cl_h[0]->value;
-    if (v.empty() || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (v.empty() ||
+        !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       return reject(400, "cl_invalid", "Content-Length is not a plain decimal number");
     }
     if (v.size() > kMaxContentLengthDigits) {

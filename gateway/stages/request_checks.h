@@ -5,7 +5,7 @@
 // Owns: the identity checks between the TLS layer and HTTP (Host vs SNI, absolute-form and
 // CONNECT authorities), request-target forms, request-smuggling shapes (CL/TE), header syntax,
 // hop-by-hop headers, Upgrade. Trusts: nothing in the request (the sandbox is untrusted);
-// trusts ConnectionFacts, which the gateway fills from the socket and the verified ClientHello.
+// trusts ChannelFacts, which the gateway fills from the socket and the verified ClientHello.
 //
 // Not here: path canonicalization. `CheckedRequest::path` and `query` are returned RAW (exactly
 // as in the request target); the caller must pass them to the policy library's canonicalizer
@@ -50,7 +50,7 @@ enum class Channel {
   kProxy,
 };
 
-struct ConnectionFacts {
+struct ChannelFacts {
   Channel channel = Channel::kInterceptedTls;
   // kInterceptedTls: the SNI from parse_client_hello() (lower-case, validated). Required.
   std::string sni;
@@ -68,11 +68,11 @@ enum class TargetForm { kOrigin, kAbsolute, kAuthority, kAsterisk };
 enum class BodyFraming { kNone, kContentLength, kChunked };
 
 struct CheckedRequest {
-  std::string method;              // as sent (methods are case-sensitive)
-  std::string host;                // canonical: lower-case, no trailing dot, no port; IPv6 bare
-  uint16_t port = 0;               // the port the upstream connection goes to
+  std::string method;  // as sent (methods are case-sensitive)
+  std::string host;    // canonical: lower-case, no trailing dot, no port; IPv6 bare
+  uint16_t port = 0;   // the port the upstream connection goes to
   TargetForm form = TargetForm::kOrigin;
-  std::string path;                // RAW path ("/a/b"; "*" for asterisk-form; "" for CONNECT)
+  std::string path;                  // RAW path ("/a/b"; "*" for asterisk-form; "" for CONNECT)
   std::optional<std::string> query;  // RAW query without '?', if the target had one
   BodyFraming framing = BodyFraming::kNone;
   uint64_t content_length = 0;     // when framing == kContentLength
@@ -98,7 +98,7 @@ struct RequestVerdict {
   bool ok() const { return accepted.has_value(); }
 };
 
-RequestVerdict check_request(const RequestHead& head, const ConnectionFacts& facts,
+RequestVerdict check_request(const RequestHead& head, const ChannelFacts& facts,
                              const StageLimits& limits = {});
 
 // Connection-level check for the explicit proxy (threat 6): the SNI of the ClientHello inside
@@ -114,6 +114,6 @@ struct HostPort {
 
 // Parses an authority / Host value: reg-name, IPv4 or [IPv6], optional :port. Refuses
 // userinfo, empty host, bad ports, non-LDH names. One trailing dot on a name is dropped.
-std::optional<HostPort> parse_authority(std::string_view authority);
+std::optional<HostPort> parse_host_port(std::string_view authority);
 
 }  // namespace cordon::gateway

@@ -110,9 +110,10 @@ void FakeCredentials::put_secret(const std::string& name, const std::string& val
   secrets_[name] = value;
 }
 
-void FakeCredentials::put_token(const std::string& token, TokenInfo info) {
+void FakeCredentials::put_token(const std::string& token, const std::string& id,
+                                const std::string& sandbox, const std::string& credential) {
   std::lock_guard lk(mu_);
-  tokens_[token] = std::move(info);
+  tokens_[token] = Token{id, sandbox, credential, true};
 }
 
 void FakeCredentials::revoke(const std::string& token) {
@@ -131,11 +132,17 @@ bool FakeCredentials::looks_like_token(std::string_view word) const {
   return word.substr(0, kTokenPrefix.size()) == kTokenPrefix;
 }
 
-std::optional<TokenInfo> FakeCredentials::lookup_token(std::string_view token) const {
+std::optional<TokenInfo> FakeCredentials::lookup_token(std::string_view token,
+                                                       std::string_view sandbox_id) const {
   std::lock_guard lk(mu_);
   auto it = tokens_.find(token);
   if (it == tokens_.end()) return std::nullopt;
-  return it->second;
+  TokenInfo info;
+  info.id = it->second.id;
+  info.credential = it->second.credential;
+  info.sandbox_ok = it->second.sandbox.empty() || it->second.sandbox == sandbox_id;
+  info.active = it->second.active;
+  return info;
 }
 
 Status MemoryAudit::append(const AuditRecord& record) {

@@ -87,16 +87,23 @@ class FakeCredentials : public CredentialSource {
  public:
   static constexpr std::string_view kTokenPrefix = "cdn_pt_";
   void put_secret(const std::string& name, const std::string& value);
-  void put_token(const std::string& token, TokenInfo info);
+  // A token bound to `sandbox` (empty = unbound) and `credential`.
+  void put_token(const std::string& token, const std::string& id, const std::string& sandbox,
+                 const std::string& credential);
   void revoke(const std::string& token);
   Result<std::string> secret_value(std::string_view secret_name) const override;
   bool looks_like_token(std::string_view word) const override;
-  std::optional<TokenInfo> lookup_token(std::string_view token) const override;
+  std::optional<TokenInfo> lookup_token(std::string_view token,
+                                        std::string_view sandbox_id) const override;
 
  private:
   mutable std::mutex mu_;
   std::map<std::string, std::string, std::less<>> secrets_;
-  std::map<std::string, TokenInfo, std::less<>> tokens_;
+  struct Token {
+    std::string id, sandbox, credential;
+    bool active = true;
+  };
+  std::map<std::string, Token, std::less<>> tokens_;
 };
 
 class MemoryAudit : public AuditSink {

@@ -10,9 +10,9 @@
 namespace cordon::gateway::testing {
 
 struct HelloOptions {
-  std::string sni;                  // empty = no SNI extension
-  std::vector<std::string> alpn;    // e.g. {"h2", "http/1.1"}
-  int max_version = 0;              // 0 = library default (TLS 1.3); else e.g. TLS1_2_VERSION
+  std::string sni;                // empty = no SNI extension
+  std::vector<std::string> alpn;  // e.g. {"h2", "http/1.1"}
+  int max_version = 0;            // 0 = library default (TLS 1.3); else e.g. TLS1_2_VERSION
 };
 
 // The bytes OpenSSL's client writes first (its ClientHello, in one or more records).

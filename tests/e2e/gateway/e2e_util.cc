@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -28,8 +29,14 @@ CurlResult run_curl(const std::vector<std::string>& args, const std::string& tmp
   std::string n = std::to_string(++seq);
   std::string body_path = tmpdir + "/body" + n, head_path = tmpdir + "/head" + n,
               code_path = tmpdir + "/code" + n;
-  std::vector<std::string> argv = {"curl", "-sS", "--max-time", "60", "-o", body_path, "-D",
+  // A caller that passes its own -o (e.g. /dev/null for big bodies) gets no body captured.
+  bool own_output = std::find(args.begin(), args.end(), "-o") != args.end();
+  std::vector<std::string> argv = {"curl", "-sS", "--max-time", "60", "-D",
                                    head_path, "-w", "%{http_code} %{http_connect} %{size_download}"};
+  if (!own_output) {
+    argv.push_back("-o");
+    argv.push_back(body_path);
+  }
   argv.insert(argv.end(), args.begin(), args.end());
   pid_t pid = fork();
   if (pid == 0) {

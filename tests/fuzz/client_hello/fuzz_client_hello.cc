@@ -18,7 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto r = parse_client_hello(in);
   if (r.status == HelloStatus::kDone) {
     const auto& h = r.hello;
-    if (h.wire_bytes == 0 || h.wire_bytes > size || h.wire_bytes > cordon::gateway::kMaxClientHelloBytes) {
+    if (h.wire_bytes == 0 || h.wire_bytes > size ||
+        h.wire_bytes > cordon::gateway::kMaxClientHelloBytes) {
       std::abort();
     }
     auto again = parse_client_hello(in.substr(0, h.wire_bytes));

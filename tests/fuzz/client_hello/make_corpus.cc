@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> files;
   std::string sni_alpn = make_client_hello(HelloOptions{"api.example.com", {"h2", "http/1.1"}, 0});
   std::string no_sni = make_client_hello(HelloOptions{"", {}, 0});
-  std::string tls12 = make_client_hello(HelloOptions{"www.example.org", {"http/1.1"}, TLS1_2_VERSION});
+  std::string tls12 =
+      make_client_hello(HelloOptions{"www.example.org", {"http/1.1"}, TLS1_2_VERSION});
   files.emplace_back("sni_alpn", sni_alpn);
   files.emplace_back("no_sni", no_sni);
   files.emplace_back("tls12_only", tls12);

@@ -74,9 +74,8 @@ std::string buffer(const std::string& bytes) {
 }
 
 std::string memory32_fixed(uint32_t base, uint32_t len, bool writable) {
-  std::string out = "\x86\x09";
-  out += '\0';
-  out[2] = writable ? 1 : 0;
+  std::string out("\x86\x09\x00", 3);  // large item 0x86, length 9 (u16)
+  out += static_cast<char>(writable ? 1 : 0);
   for (int i = 0; i < 4; ++i) out += static_cast<char>((base >> (8 * i)) & 0xFF);
   for (int i = 0; i < 4; ++i) out += static_cast<char>((len >> (8 * i)) & 0xFF);
   return out;
@@ -104,11 +103,10 @@ std::string irq_no_flags(uint8_t irq) {
 }
 
 std::string extended_interrupt(uint32_t gsi, bool edge, bool active_low, bool shared) {
-  std::string out = "\x89\x06";
-  out += '\0';
-  out += '\x01';  // one interrupt
+  std::string out("\x89\x06\x00", 3);  // large item 0x89, length 6 (u16)
   // flags: bit0 consumer, bit1 edge, bit2 active-low, bit3 shared
-  out[2] = static_cast<char>(0x01 | (edge ? 0x02 : 0) | (active_low ? 0x04 : 0) | (shared ? 0x08 : 0));
+  out += static_cast<char>(0x01 | (edge ? 0x02 : 0) | (active_low ? 0x04 : 0) | (shared ? 0x08 : 0));
+  out += '\x01';  // one interrupt
   for (int i = 0; i < 4; ++i) out += static_cast<char>((gsi >> (8 * i)) & 0xFF);
   return out;
 }

@@ -106,7 +106,7 @@ TEST(Acpi, TablesParseBackWithValidChecksums) {
   size_t used;
   size_t scope_len = decode_pkg(p + 1, &used);
   EXPECT_EQ(1 + scope_len, dlen - 36u);
-  const uint8_t* body = p + 1 + used + 4;  // after "\_SB_"
+  const uint8_t* body = p + 1 + used + 5;  // after "\_SB_"
   ASSERT_EQ(std::memcmp(p + 1 + used, "\\_SB_", 4), 0);
   const uint8_t* end = p + 1 + scope_len;
   std::vector<std::string> devices;

@@ -1,0 +1,87 @@
+// `cordon doctor`: what this host offers and what cordon will use: virtualization (and so the
+// sandbox backend), traffic steering, the state directory's health, the tools tests rely on.
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "bpf/steering.h"
+#include "ca/ca.h"
+#include "cli/cli.h"
+#include "vault/vault.h"
+#include "vmm/host_probe.h"
+
+namespace cordon::cli {
+namespace {
+
+bool on_path(const std::string& tool) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/sbin:/usr/bin:/sbin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string candidate = dirs.substr(start, end - start) + "/" + tool;
+    if (::access(candidate.c_str(), X_OK) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+void line(const char* what, const std::string& value, const std::string& detail = {}) {
+  std::printf("%-14s %-18s %s\n", what, value.c_str(), detail.c_str());
+}
+
+}  // namespace
+
+void add_doctor_command(CLI::App& app, CliContext& ctx) {
+  auto* cmd = app.add_subcommand(
+      "doctor", "report this host's virtualization, steering and state; exit 1 if cordon cannot run");
+  on_run(cmd, ctx, [&ctx]() {
+    bool ok = true;
+    struct utsname u;
+    if (::uname(&u) == 0) line("kernel", u.release);
+
+    auto virt = vmm::probe_host();
+    std::string backend;
+    switch (virt.kind) {
+      case vmm::HostVirtKind::kHardwareVmx:
+      case vmm::HostVirtKind::kHardwareSvm: backend = "microvm"; break;
+      case vmm::HostVirtKind::kPvm:
+        backend = "gvisor (microvm needs a PVM-enabled guest kernel here)";
+        break;
+      case vmm::HostVirtKind::kNone: backend = "gvisor"; break;
+    }
+    line("virtualization", vmm::to_string(virt.kind), virt.detail);
+    line("backend", on_path("runsc") || backend == "microvm" ? "ok" : "missing", backend +
+         (on_path("runsc") ? "" : " (runsc not installed: apt-get install runsc)"));
+
+    auto steering = bpf::steering_mode();
+    line("steering", std::string(bpf::mode_name(steering.mode)), steering.detail);
+    if (steering.mode == bpf::Mode::kUnavailable) ok = false;
+
+    StateDir state = ctx.state();
+    if (auto a = ca::Authority::load(state); a) {
+      line("ca", "ok", state.ca_cert());
+    } else {
+      line("ca", "not ready", a.error().message);
+      ok = false;
+    }
+    if (auto v = vault::Vault::open(state); v) {
+      line("vault", "ok", state.vault_db());
+    } else {
+      line("vault", "not ready", v.error().message);
+      ok = false;
+    }
+    for (const char* tool : {"ip", "nft", "tc", "curl"}) {
+      bool found = on_path(tool);
+      line(tool, found ? "ok" : "missing");
+      if (!found && std::string(tool) != "curl") ok = false;
+    }
+    return int(ok ? kExitOk : kExitCheckFailed);
+  });
+}
+
+}  // namespace cordon::cli
