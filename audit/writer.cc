@@ -168,6 +168,7 @@ struct Writer::Impl {
   WriterStats stats;
   std::thread thread;
   std::optional<Status> close_result;
+  std::mutex close_mu;
 
   SystemTime now() const { return opt.clock ? opt.clock() : std::chrono::system_clock::now(); }
 
@@ -504,6 +505,7 @@ WriterStats Writer::stats() const {
 
 Status Writer::close(std::chrono::milliseconds timeout) {
   Impl& d = *impl_;
+  std::lock_guard closing(d.close_mu);  // one closer joins the thread; others get its result
   std::unique_lock lock(d.mu);
   if (d.close_result) return *d.close_result;
   d.closed = true;

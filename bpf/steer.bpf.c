@@ -12,6 +12,7 @@
 //   everything else     -> TC_ACT_SHOT, counted per ifindex and reason, and reported on the
 //                          `drop_events` ring buffer (rate-limited per interface and CPU).
 // A steering target missing from the map (gateway gone) drops: fail closed.
+
 // linux/bpf.h first: the libbpf helper headers below use its types.
 #include <linux/bpf.h>
 
@@ -41,21 +42,21 @@ struct {
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-  __uint(max_entries, 16384);
+  __uint(max_entries, CORDON_MAX_INTERFACES);
   __type(key, __u32);
   __type(value, struct cordon_if_stats);
 } if_stats SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 16384);
+  __uint(max_entries, CORDON_MAX_INTERFACES);
   __type(key, __u32);
   __type(value, struct cordon_if_sources);
 } if_sources SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
-  __uint(max_entries, 256 * 1024);
+  __uint(max_entries, CORDON_DROP_RING_BYTES);
 } drop_events SEC(".maps");
 
 #define IPV4_MF 0x2000

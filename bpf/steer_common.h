@@ -83,6 +83,12 @@ struct cordon_drop_event {
   CORDON_U8 dst_addr[16];
 };
 
+// Limits of the kernel side (hard: fixed when the program is built). bpf/limits.h repeats
+// them for C++.
 // Drop events per interface per CPU per second above which the kernel side stops emitting
 // (the counters still count). Bounds the ring buffer's load under a flood.
 #define CORDON_MAX_EVENTS_PER_SEC 64
+// Interfaces with counters / source entries (hash map sizes).
+#define CORDON_MAX_INTERFACES 16384
+// Ring buffer for drop events: 256 KiB holds ~4,600 events (56 bytes + 8 header).
+#define CORDON_DROP_RING_BYTES (256 * 1024)

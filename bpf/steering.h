@@ -93,6 +93,7 @@ struct SourceAddresses {
   std::string ipv6;
 };
 
+// One per network namespace (the fwmark rule is shared by its interfaces); not thread-safe.
 class Steering {
  public:
   // Loads (verifies) the embedded program. Needs CAP_BPF/CAP_NET_ADMIN.

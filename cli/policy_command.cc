@@ -52,8 +52,10 @@ Result<ParsedUrl> parse_url(const std::string& url) {
     host = authority.substr(0, close + 1);
     authority.remove_prefix(close + 1);
     if (!authority.empty() && authority.front() != ':') return fail("--url: bad authority");
-    if (!authority.empty()) authority.remove_prefix(1);
-    else authority = {};
+    if (!authority.empty())
+      authority.remove_prefix(1);
+    else
+      authority = {};
   } else if (std::size_t colon = authority.rfind(':'); colon != std::string_view::npos) {
     host = authority.substr(0, colon);
     authority = authority.substr(colon + 1);
@@ -115,8 +117,8 @@ int run_explain(const ExplainArgs& a) {
   if (!p->has_profile(a.profile)) {
     std::string names;
     for (const auto& n : p->profile_names()) names += (names.empty() ? "" : ", ") + n;
-    return report_error("no profile '" + a.profile + "' in " + a.file + " (profiles: " + names + ")",
-                        kExitUsage);
+    return report_error(
+        "no profile '" + a.profile + "' in " + a.file + " (profiles: " + names + ")", kExitUsage);
   }
 
   nlohmann::json out;
@@ -135,8 +137,8 @@ int run_explain(const ExplainArgs& a) {
     detail = canon.error().message;
     out["verdict"] = false;
   } else {
-    auto d = p->decide(policy::Request{a.profile, url->host, url->port, a.method, canon->path,
-                                       url->tls});
+    auto d = p->decide(
+        policy::Request{a.profile, url->host, url->port, a.method, canon->path, url->tls});
     allowed = d.allowed;
     decision = d.allowed ? "allow" : "deny";
     if (d.allowed && !d.verdict) decision = "allow (report mode: the policy would deny)";
@@ -191,15 +193,17 @@ void add_policy_commands(CLI::App& app, CliContext& ctx) {
   policy->require_subcommand(1);
 
   auto* lint = policy->add_subcommand(
-      "lint", "check a rules file; errors as FILE:LINE:COLUMN: message on stderr (exit 0 clean, "
-              "1 errors, 3 unreadable)");
+      "lint",
+      "check a rules file; errors as FILE:LINE:COLUMN: message on stderr (exit 0 clean, "
+      "1 errors, 3 unreadable)");
   auto file = std::make_shared<std::string>();
   lint->add_option("FILE", *file, "rules file (YAML)")->required();
   on_run(lint, ctx, [file]() { return run_lint(*file); });
 
   auto* explain = policy->add_subcommand(
-      "explain", "decide one request against a rules file and say why (exit 0 allowed, 1 denied, "
-                 "2 bad arguments, 3 unreadable or invalid rules file)");
+      "explain",
+      "decide one request against a rules file and say why (exit 0 allowed, 1 denied, "
+      "2 bad arguments, 3 unreadable or invalid rules file)");
   auto args = std::make_shared<ExplainArgs>();
   explain->add_option("FILE", args->file, "rules file (YAML)")->required();
   explain->add_option("--profile", args->profile, "profile name")->required();

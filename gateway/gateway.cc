@@ -3,9 +3,9 @@
 #include "gateway/gateway.h"
 
 #include <netinet/in.h>
-#include <utility>
 #include <openssl/err.h>
 #include <sys/stat.h>
+#include <utility>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -76,7 +76,8 @@ std::string Metrics::render() const {
   counter("cordon_connections_total", "Client connections accepted.", connections_total);
   o += "# HELP cordon_connections_active Client connections open.\n"
        "# TYPE cordon_connections_active gauge\n"
-       "cordon_connections_active " + std::to_string(connections_active.load()) + "\n";
+       "cordon_connections_active " +
+       std::to_string(connections_active.load()) + "\n";
   counter("cordon_connections_refused_total", "Connections refused before any request.",
           connections_refused);
   o += "# HELP cordon_requests_total Requests by decision.\n# TYPE cordon_requests_total counter\n";
@@ -96,7 +97,8 @@ std::string Metrics::render() const {
   counter("cordon_cert_mints_refused_total", "Leaf mints refused by the mint rate.",
           cert_mint_refused);
   counter("cordon_audit_failures_total", "Audit appends that failed.", audit_failures);
-  o += "# HELP cordon_reloads_total Policy reloads by outcome.\n# TYPE cordon_reloads_total counter\n";
+  o += "# HELP cordon_reloads_total Policy reloads by outcome.\n# TYPE cordon_reloads_total "
+       "counter\n";
   o += "cordon_reloads_total{result=\"ok\"} " + std::to_string(reloads_ok) + "\n";
   o += "cordon_reloads_total{result=\"failed\"} " + std::to_string(reloads_failed) + "\n";
   o += "# HELP cordon_request_duration_seconds Request latency through the gateway.\n"
@@ -269,7 +271,8 @@ int alpn_cb(SSL*, const unsigned char** out, unsigned char* outlen, const unsign
 int g_session_impl_index = -1;
 
 int new_session_cb(SSL* ssl, SSL_SESSION* sess) {
-  auto* impl = static_cast<Gateway::Impl*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), g_session_impl_index));
+  auto* impl =
+      static_cast<Gateway::Impl*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), g_session_impl_index));
   auto* key = static_cast<std::string*>(SSL_get_ex_data(ssl, impl->session_key_ex_index));
   if (!key) return 0;
   impl->store_session(*key, sess);
@@ -357,13 +360,15 @@ Result<tcp::endpoint> parse_listen(const std::string& addr) {
   size_t colon = addr.rfind(':');
   if (colon == std::string::npos) return fail("listen address '" + addr + "': expected ADDR:PORT");
   std::string host = addr.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   boost::system::error_code ec;
   auto a = asio::ip::make_address(host, ec);
   if (ec) return fail("listen address '" + addr + "': bad IP address");
   char* end = nullptr;
   long port = std::strtol(addr.c_str() + colon + 1, &end, 10);
-  if (*end != '\0' || port < 0 || port > 65535) return fail("listen address '" + addr + "': bad port");
+  if (*end != '\0' || port < 0 || port > 65535)
+    return fail("listen address '" + addr + "': bad port");
   return tcp::endpoint(a, static_cast<uint16_t>(port));
 }
 
@@ -524,8 +529,10 @@ void Gateway::start() {
   for (auto& a : impl_->transparent_acceptors) {
     asio::co_spawn(ctx0, impl_->accept_loop(*a, true), asio::detached);
   }
-  if (impl_->admin_tcp) asio::co_spawn(ctx0, admin_accept(impl_.get(), *impl_->admin_tcp), asio::detached);
-  if (impl_->admin_unix) asio::co_spawn(ctx0, admin_accept(impl_.get(), *impl_->admin_unix), asio::detached);
+  if (impl_->admin_tcp)
+    asio::co_spawn(ctx0, admin_accept(impl_.get(), *impl_->admin_tcp), asio::detached);
+  if (impl_->admin_unix)
+    asio::co_spawn(ctx0, admin_accept(impl_.get(), *impl_->admin_unix), asio::detached);
   for (auto& w : impl_->workers) {
     Worker* wp = w.get();
     wp->thread = std::thread([wp] {

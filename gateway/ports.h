@@ -26,8 +26,8 @@ namespace cordon::gateway {
 // ---- CA -------------------------------------------------------------------------------------
 
 struct LeafCert {
-  std::shared_ptr<X509> cert;            // leaf for the SNI
-  std::shared_ptr<EVP_PKEY> key;         // the (shared) leaf key
+  std::shared_ptr<X509> cert;                // leaf for the SNI
+  std::shared_ptr<EVP_PKEY> key;             // the (shared) leaf key
   std::vector<std::shared_ptr<X509>> chain;  // intermediates, may be empty
 };
 
@@ -112,8 +112,8 @@ class SandboxDirectory {
 };
 
 struct TokenInfo {
-  std::string id;          // token id (audited; never the token value); may be empty if refused
-  std::string credential;  // bound credential name
+  std::string id;           // token id (audited; never the token value); may be empty if refused
+  std::string credential;   // bound credential name
   bool sandbox_ok = false;  // usable by the presenting sandbox (unbound, or bound to it)
   bool active = false;      // unrevoked and unexpired, right now
 };

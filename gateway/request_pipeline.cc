@@ -33,10 +33,19 @@ bool valid_host_name(std::string_view h) {
 
 // Headers that belong to one hop, or that the gateway restates itself (framing, Host).
 bool hop_by_hop(std::string_view name) {
-  static constexpr std::string_view kNames[] = {
-      "connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate",
-      "te",         "trailer",    "transfer-encoding", "upgrade",            "content-length",
-      "expect",     "host",       "http2-settings"};
+  static constexpr std::string_view kNames[] = {"connection",
+                                                "keep-alive",
+                                                "proxy-connection",
+                                                "proxy-authorization",
+                                                "proxy-authenticate",
+                                                "te",
+                                                "trailer",
+                                                "transfer-encoding",
+                                                "upgrade",
+                                                "content-length",
+                                                "expect",
+                                                "host",
+                                                "http2-settings"};
   for (auto n : kNames) {
     if (iequals(name, n)) return true;
   }
@@ -46,9 +55,9 @@ bool hop_by_hop(std::string_view name) {
 // Names a credential may never set: framing, routing, connection management.
 bool forbidden_injection(std::string_view name) {
   if (name.size() >= 6 && iequals(name.substr(0, 6), "proxy-")) return true;
-  static constexpr std::string_view kNames[] = {"host",       "content-length", "transfer-encoding",
-                                                "connection", "te",             "upgrade",
-                                                "keep-alive", "trailer",        "expect"};
+  static constexpr std::string_view kNames[] = {
+      "host",    "content-length", "transfer-encoding", "connection", "te",
+      "upgrade", "keep-alive",     "trailer",           "expect"};
   for (auto n : kNames) {
     if (iequals(name, n)) return true;
   }
@@ -125,11 +134,15 @@ Verdict evaluate_request(const PolicyView& policy, const CredentialSource& crede
   v.port = conn.port;
 
   // ---- check: framing and smuggling shapes (llhttp already refused most of them) ----------
-  if (req.count("content-length") > 1) return refuse(v, 400, "bad_request", "duplicate_content_length");
-  if (req.count("transfer-encoding") > 1) return refuse(v, 400, "bad_request", "duplicate_transfer_encoding");
+  if (req.count("content-length") > 1)
+    return refuse(v, 400, "bad_request", "duplicate_content_length");
+  if (req.count("transfer-encoding") > 1)
+    return refuse(v, 400, "bad_request", "duplicate_transfer_encoding");
   if (const auto* te = req.find("transfer-encoding")) {
-    if (req.find("content-length")) return refuse(v, 400, "bad_request", "content_length_and_transfer_encoding");
-    if (!iequals(trim(*te), "chunked")) return refuse(v, 400, "bad_request", "obfuscated_transfer_encoding");
+    if (req.find("content-length"))
+      return refuse(v, 400, "bad_request", "content_length_and_transfer_encoding");
+    if (!iequals(trim(*te), "chunked"))
+      return refuse(v, 400, "bad_request", "obfuscated_transfer_encoding");
   }
   for (const auto& [k, val] : req.headers) {
     if (has_ctl(val) || k.empty()) return refuse(v, 400, "bad_request", "control_bytes_in_header");
@@ -157,7 +170,8 @@ Verdict evaluate_request(const PolicyView& policy, const CredentialSource& crede
     if (!target_auth) return refuse(v, 400, "bad_request", "malformed_absolute_form");
     if (rest.find('@') < slash) return refuse(v, 400, "bad_request", "userinfo_in_target");
     origin_target = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
-    if (origin_target.front() != '/') return refuse(v, 400, "bad_request", "malformed_absolute_form");
+    if (origin_target.front() != '/')
+      return refuse(v, 400, "bad_request", "malformed_absolute_form");
   } else if (!target.empty() && target.front() == '/') {
     if (conn.absolute_form_required) return refuse(v, 400, "bad_request", "origin_form_to_proxy");
     origin_target = std::string(target);
@@ -168,13 +182,15 @@ Verdict evaluate_request(const PolicyView& policy, const CredentialSource& crede
   if (conn.tls) {
     // Host (and an absolute-form authority) must name the verified SNI, port aside.
     v.host = conn.host;
-    if (host_hdr->host != conn.host) return refuse(v, 421, "misdirected_request", "host_sni_mismatch");
+    if (host_hdr->host != conn.host)
+      return refuse(v, 421, "misdirected_request", "host_sni_mismatch");
     if (target_auth && target_auth->host != conn.host) {
       return refuse(v, 421, "misdirected_request", "absolute_form_host_mismatch");
     }
   } else {
     if (target_auth) {
-      if (host_hdr->host != target_auth->host) return refuse(v, 400, "bad_request", "host_target_mismatch");
+      if (host_hdr->host != target_auth->host)
+        return refuse(v, 400, "bad_request", "host_target_mismatch");
       v.host = target_auth->host;
       if (conn.absolute_form_required) v.port = target_auth->port ? target_auth->port : 80;
     } else {
@@ -198,7 +214,8 @@ Verdict evaluate_request(const PolicyView& policy, const CredentialSource& crede
   facts.tls = conn.tls;
   v.decision = policy.decide(facts);
   if (!v.decision.allow && !v.decision.report_only) {
-    return refuse(v, 403, "egress_denied", v.decision.reason.empty() ? "policy" : v.decision.reason);
+    return refuse(v, 403, "egress_denied",
+                  v.decision.reason.empty() ? "policy" : v.decision.reason);
   }
   auto dest = policy.destination(conn.sandbox.profile, v.host, v.port);
 
@@ -238,8 +255,9 @@ Verdict evaluate_request(const PolicyView& policy, const CredentialSource& crede
   if (token) {
     auto info = credentials.lookup_token(*token, conn.sandbox.id);
     if (info) v.token_id = info->id;
-    bool bound_here = cred && cred->token != TokenMode::kOff && iequals(token_header, cred->header) &&
-                      info && info->credential == cred->name && info->sandbox_ok;
+    bool bound_here = cred && cred->token != TokenMode::kOff &&
+                      iequals(token_header, cred->header) && info &&
+                      info->credential == cred->name && info->sandbox_ok;
     if (!bound_here) return refuse(v, 403, "egress_denied", "token_misuse");
     if (!info->active) return refuse(v, 403, "egress_denied", "token_inactive");
   } else if (cred && cred->token == TokenMode::kRequired) {
@@ -282,7 +300,8 @@ Verdict evaluate_request(const PolicyView& policy, const CredentialSource& crede
     std::string lk = to_lower(k);
     if (hop_by_hop(lk)) continue;
     if (std::find(strip.begin(), strip.end(), lk) != strip.end()) continue;
-    if (std::find(connection_listed.begin(), connection_listed.end(), lk) != connection_listed.end()) {
+    if (std::find(connection_listed.begin(), connection_listed.end(), lk) !=
+        connection_listed.end()) {
       continue;
     }
     v.upstream_headers.emplace_back(k, val);
@@ -299,7 +318,8 @@ std::string render_request_head(const MessageHead& req, const Verdict& v) {
   std::string out;
   out.reserve(512);
   out.append(req.method).append(" ").append(v.upstream_target).append(" HTTP/1.1\r\n");
-  for (const auto& [k, val] : v.upstream_headers) out.append(k).append(": ").append(val).append("\r\n");
+  for (const auto& [k, val] : v.upstream_headers)
+    out.append(k).append(": ").append(val).append("\r\n");
   if (req.chunked) {
     out.append("Transfer-Encoding: chunked\r\n");
   } else if (req.content_length) {
@@ -325,7 +345,8 @@ std::string render_response_head(const MessageHead& resp, const std::vector<std:
   for (const auto& [k, val] : resp.headers) {
     std::string lk = to_lower(k);
     if (hop_by_hop(lk) && lk != "host") continue;
-    if (std::find(connection_listed.begin(), connection_listed.end(), lk) != connection_listed.end()) {
+    if (std::find(connection_listed.begin(), connection_listed.end(), lk) !=
+        connection_listed.end()) {
       continue;
     }
     bool secret = false;
@@ -353,19 +374,39 @@ std::string render_error_response(int status, const std::string& error, const st
   std::string body = j.dump() + "\n";
   const char* text = "Error";
   switch (status) {
-    case 400: text = "Bad Request"; break;
-    case 403: text = "Forbidden"; break;
-    case 407: text = "Proxy Authentication Required"; break;
-    case 408: text = "Request Timeout"; break;
-    case 414: text = "URI Too Long"; break;
-    case 421: text = "Misdirected Request"; break;
-    case 431: text = "Request Header Fields Too Large"; break;
-    case 502: text = "Bad Gateway"; break;
-    case 503: text = "Service Unavailable"; break;
-    default: break;
+    case 400:
+      text = "Bad Request";
+      break;
+    case 403:
+      text = "Forbidden";
+      break;
+    case 407:
+      text = "Proxy Authentication Required";
+      break;
+    case 408:
+      text = "Request Timeout";
+      break;
+    case 414:
+      text = "URI Too Long";
+      break;
+    case 421:
+      text = "Misdirected Request";
+      break;
+    case 431:
+      text = "Request Header Fields Too Large";
+      break;
+    case 502:
+      text = "Bad Gateway";
+      break;
+    case 503:
+      text = "Service Unavailable";
+      break;
+    default:
+      break;
   }
   std::string out = "HTTP/1.1 " + std::to_string(status) + " " + text + "\r\n";
-  out += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  out +=
+      "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   out += extra_headers;
   if (close) out += "Connection: close\r\n";
   out += "\r\n" + body;

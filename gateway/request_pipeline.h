@@ -33,16 +33,16 @@ struct ConnectionFacts {
 };
 
 struct Verdict {
-  int status = 0;       // 0 = forward; else answer with this status and `error` body
-  std::string error;    // JSON error word: "egress_denied", "bad_request", ...
-  std::string reason;   // machine word for audit
+  int status = 0;      // 0 = forward; else answer with this status and `error` body
+  std::string error;   // JSON error word: "egress_denied", "bad_request", ...
+  std::string reason;  // machine word for audit
   Decision decision;
-  std::string host;     // host the request goes to (lower-case, no port)
+  std::string host;  // host the request goes to (lower-case, no port)
   uint16_t port = 0;
   std::string canonical_path;
-  std::string upstream_target;          // origin-form target sent upstream
-  detail::Headers upstream_headers;     // end-to-end headers to send (Host first), no framing
-  std::vector<std::string> scrub_values;  // secret values never returned to the sandbox
+  std::string upstream_target;                // origin-form target sent upstream
+  detail::Headers upstream_headers;           // end-to-end headers to send (Host first), no framing
+  std::vector<std::string> scrub_values;      // secret values never returned to the sandbox
   std::vector<std::string> dropped_trailers;  // lower-case credential header names
   std::string credential_name;
   std::string token_id;

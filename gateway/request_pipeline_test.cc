@@ -15,7 +15,8 @@ using testing::FakePolicy;
 class PipelineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    CredentialSpec gh{"github", "github-pat", "Authorization", "Bearer {secret}", TokenMode::kOptional};
+    CredentialSpec gh{"github", "github-pat", "Authorization", "Bearer {secret}",
+                      TokenMode::kOptional};
     CredentialSpec strict{"strict", "strict-key", "X-Api-Key", "{secret}", TokenMode::kRequired};
     policy.destinations.push_back({"api",
                                    {"api.test"},
@@ -25,10 +26,18 @@ class PipelineTest : public ::testing::Test {
                                    {{"no-delete", false, {"DELETE"}, "", std::nullopt},
                                     {"repos", true, {"GET", "POST"}, "/repos/", gh},
                                     {"open", true, {"GET"}, "/open/", std::nullopt}}});
-    policy.destinations.push_back(
-        {"strict", {"strict.test"}, {443}, TlsMode::kIntercept, false, {{"all", true, {}, "", strict}}});
-    policy.destinations.push_back(
-        {"paste", {"paste.test"}, {443, 80}, TlsMode::kIntercept, false, {{"any", true, {}, "", std::nullopt}}});
+    policy.destinations.push_back({"strict",
+                                   {"strict.test"},
+                                   {443},
+                                   TlsMode::kIntercept,
+                                   false,
+                                   {{"all", true, {}, "", strict}}});
+    policy.destinations.push_back({"paste",
+                                   {"paste.test"},
+                                   {443, 80},
+                                   TlsMode::kIntercept,
+                                   false,
+                                   {{"any", true, {}, "", std::nullopt}}});
     policy.destinations.push_back(
         {"plain", {"plain.test"}, {80}, TlsMode::kIntercept, false, {{"p", true, {}, "", gh}}});
     policy.profiles["default"] = {"api", "strict", "paste", "plain"};
@@ -71,8 +80,9 @@ class PipelineTest : public ::testing::Test {
 };
 
 TEST_F(PipelineTest, AllowedRequestGetsCredentialInjectedAndClientCopyStripped) {
-  auto v = run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer mine\r\n"
-               "Connection: keep-alive, X-Hop\r\nX-Hop: 1\r\nProxy-Authorization: Basic eA==\r\n\r\n");
+  auto v =
+      run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer mine\r\n"
+          "Connection: keep-alive, X-Hop\r\nX-Hop: 1\r\nProxy-Authorization: Basic eA==\r\n\r\n");
   ASSERT_EQ(v.status, 0) << v.reason;
   EXPECT_EQ(v.decision.route, "repos");
   EXPECT_EQ(header(v, "authorization"), "Bearer ghp_REALSECRET");
@@ -121,14 +131,17 @@ TEST_F(PipelineTest, AmbiguousPathsAreRefused) {
 
 TEST_F(PipelineTest, SmugglingShapesThatReachThePipelineAreRefused) {
   EXPECT_EQ(run("POST /repos/x HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n"
-                "Transfer-Encoding: chunked\r\n\r\n").status,
+                "Transfer-Encoding: chunked\r\n\r\n")
+                .status,
             400);
-  EXPECT_EQ(run("CONNECT api.test:443 HTTP/1.1\r\nHost: api.test\r\n\r\n").reason, "nested_connect");
+  EXPECT_EQ(run("CONNECT api.test:443 HTTP/1.1\r\nHost: api.test\r\n\r\n").reason,
+            "nested_connect");
   EXPECT_EQ(run("GET * HTTP/1.1\r\nHost: api.test\r\n\r\n").status, 400);
 }
 
 TEST_F(PipelineTest, TokenSwapForBoundDestination) {
-  auto v = run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer cdn_pt_good\r\n\r\n");
+  auto v =
+      run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer cdn_pt_good\r\n\r\n");
   ASSERT_EQ(v.status, 0) << v.reason;
   EXPECT_EQ(header(v, "authorization"), "Bearer ghp_REALSECRET");
   EXPECT_EQ(v.token_id, "tok1");
@@ -142,7 +155,9 @@ TEST_F(PipelineTest, TokenMisuseRevokedAndRequired) {
   v = run("GET /p?t=cdn_pt_good HTTP/1.1\r\nHost: paste.test\r\n\r\n");
   EXPECT_EQ(v.reason, "token_misuse");
   conn.host = "api.test";
-  v = run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer cdn_pt_other_sandbox\r\n\r\n");
+  v =
+      run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer "
+          "cdn_pt_other_sandbox\r\n\r\n");
   EXPECT_EQ(v.reason, "token_misuse");
   v = run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer cdn_pt_strict\r\n\r\n");
   EXPECT_EQ(v.reason, "token_misuse");  // bound to another credential
@@ -174,7 +189,8 @@ TEST_F(PipelineTest, PlaintextNeverGetsACredentialUnlessOptedIn) {
 
 TEST_F(PipelineTest, RenderedCredentialWithCrLfOrForbiddenHeaderIsRefused) {
   creds.put_secret("github-pat", "abc\r\nX-Evil: 1");
-  EXPECT_EQ(run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\n\r\n").reason, "credential_value_invalid");
+  EXPECT_EQ(run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\n\r\n").reason,
+            "credential_value_invalid");
   creds.put_secret("github-pat", "ok");
   policy.destinations[0].routes[1].credential->header = "Proxy-Authorization";
   EXPECT_EQ(run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\n\r\n").reason,
@@ -187,8 +203,11 @@ TEST_F(PipelineTest, RenderedCredentialWithCrLfOrForbiddenHeaderIsRefused) {
 TEST(ResponseHead, ScrubsSecretValuesAndHopByHop) {
   MessageHead h;
   h.status = 200;
-  h.headers = {{"X-Echo", "Bearer ghp_REALSECRET"}, {"Content-Type", "text/plain"},
-               {"Connection", "X-Private"}, {"X-Private", "1"}, {"Keep-Alive", "timeout=5"}};
+  h.headers = {{"X-Echo", "Bearer ghp_REALSECRET"},
+               {"Content-Type", "text/plain"},
+               {"Connection", "X-Private"},
+               {"X-Private", "1"},
+               {"Keep-Alive", "timeout=5"}};
   h.content_length = 3;
   std::string out = render_response_head(h, {"ghp_REALSECRET"}, false);
   EXPECT_EQ(out.find("REALSECRET"), std::string::npos);

@@ -7,8 +7,8 @@
 // from an upstream socket is from an untrusted server. Neither can make the gateway hold more
 // than the io buffers plus one head per direction.
 #include <netinet/in.h>
-#include <utility>
 #include <poll.h>
+#include <utility>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -18,6 +18,7 @@
 #include "common/crypto.h"
 #include "common/encoding.h"
 #include "gateway/detail/impl.h"
+#include "gateway/stages/client_hello.h"
 
 namespace cordon::gateway {
 
@@ -67,7 +68,8 @@ awaitable<bool> read_more(ClientSide& c) {
     if (c.end == c.buf.size()) co_return false;
   }
   error_code ec;
-  size_t n = co_await c.stream->read_some(asio::buffer(c.buf.data() + c.end, c.buf.size() - c.end), ec);
+  size_t n =
+      co_await c.stream->read_some(asio::buffer(c.buf.data() + c.end, c.buf.size() - c.end), ec);
   if (ec || n == 0) co_return false;
   c.end += n;
   co_return true;
@@ -131,12 +133,9 @@ struct UpstreamError {
   std::string reason;
 };
 
-awaitable<std::unique_ptr<UpstreamConn>> connect_upstream(Gateway::Impl& impl, Worker& worker,
-                                                          const PolicyView& policy,
-                                                          const std::string& host, uint16_t port,
-                                                          bool tls, Deadline& deadline,
-                                                          ByteStream*& in_flight,
-                                                          UpstreamError& err) {
+awaitable<std::unique_ptr<UpstreamConn>> connect_upstream(
+    Gateway::Impl& impl, Worker& worker, const PolicyView& policy, const std::string& host,
+    uint16_t port, bool tls, Deadline& deadline, ByteStream*& in_flight, UpstreamError& err) {
   std::string key = (tls ? "https://" : "http://") + host + ":" + std::to_string(port);
   auto& idle = worker.pool[key];
   while (!idle.empty()) {
@@ -225,7 +224,8 @@ awaitable<std::unique_ptr<UpstreamConn>> connect_upstream(Gateway::Impl& impl, W
     SSL_SESSION_free(cached);
   }
   in_flight = ts.get();
-  co_await ts->stream().async_handshake(ssl::stream_base::client, redirect_error(use_awaitable, ec));
+  co_await ts->stream().async_handshake(ssl::stream_base::client,
+                                        redirect_error(use_awaitable, ec));
   in_flight = nullptr;
   if (ec) {
     err = {502, deadline.fired() ? "upstream_timeout" : "upstream_tls_failed"};
@@ -282,9 +282,8 @@ void count_decision(Gateway::Impl& impl, const AuditRecord& r) {
 
 // Answers a request with an error and audits it. Returns true if the connection stays open.
 awaitable<bool> answer_error(ExchangeContext& x, HttpParser& req, AuditRecord& rec, int status,
-                             std::string_view error, std::string_view rule,
-                             std::string_view reason, Clock::time_point t0,
-                             std::string_view extra_headers = {}) {
+                             std::string_view error, std::string_view rule, std::string_view reason,
+                             Clock::time_point t0, std::string_view extra_headers = {}) {
   const MessageHead& h = req.head();
   // Keep the connection only when no unread body can follow the head.
   bool keep = req.head_complete() && h.keep_alive && !h.chunked &&
@@ -351,7 +350,8 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
   rec.credential = v.credential_name;
   rec.token_id = v.token_id;
   if (v.status != 0) {
-    bool keep = co_await answer_error(x, req, rec, v.status, v.error, v.decision.rule, v.reason, t0);
+    bool keep =
+        co_await answer_error(x, req, rec, v.status, v.error, v.decision.rule, v.reason, t0);
     co_return keep ? ExchangeEnd::kKeepAlive : ExchangeEnd::kClose;
   }
   if (impl.options.deny_on_audit_failure && impl.audit_failed.load()) {
@@ -554,10 +554,12 @@ awaitable<bool> terminate_tls(Gateway::Impl& impl, ClientSide& c, HandshakeState
   c.deadline->expires_after_ms(impl.options.limits.handshake_timeout_ms);
   error_code ec;
   auto* ts = static_cast<TlsStream*>(c.stream.get());
-  co_await ts->stream().async_handshake(ssl::stream_base::server, redirect_error(use_awaitable, ec));
+  co_await ts->stream().async_handshake(ssl::stream_base::server,
+                                        redirect_error(use_awaitable, ec));
   SSL_set_ex_data(ts->ssl(), impl.handshake_ex_index, nullptr);
   if (ec) {
-    if (hs.refusal.empty()) hs.refusal = c.deadline->fired() ? "handshake_timeout" : "handshake_failed";
+    if (hs.refusal.empty())
+      hs.refusal = c.deadline->fired() ? "handshake_timeout" : "handshake_failed";
     co_return false;
   }
   c.pos = c.end = 0;
@@ -590,6 +592,161 @@ struct SlotGuard {
     if (held) impl.release_sandbox_slot(id);
   }
 };
+
+}  // namespace
+
+// ---- transparent 443: ClientHello peek and passthrough splice ---------------------------------
+
+namespace {
+
+struct PeekResult {
+  std::string refusal;  // empty = parsed
+  std::optional<std::string> sni;
+};
+
+// Peeks (MSG_PEEK: nothing is consumed, the TLS stack later reads the same bytes) until the
+// ClientHello parses, handling a hello split across segments and records, with a size cap.
+awaitable<PeekResult> peek_client_hello(Gateway::Impl& impl, ClientSide& c) {
+  PeekResult out;
+  tcp::socket& s = c.stream->socket();
+  std::string seen(impl.options.limits.max_client_hello_bytes, '\0');
+  size_t last = 0;
+  asio::steady_timer pause(s.get_executor());
+  c.deadline->expires_after_ms(impl.options.limits.handshake_timeout_ms);
+  while (true) {
+    error_code ec;
+    co_await s.async_wait(tcp::socket::wait_read, redirect_error(use_awaitable, ec));
+    if (ec) {
+      out.refusal = c.deadline->fired() ? "client_hello_timeout" : "client_hello_closed";
+      co_return out;
+    }
+    ssize_t n = ::recv(s.native_handle(), seen.data(), seen.size(), MSG_PEEK | MSG_DONTWAIT);
+    if (n <= 0) {
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+      out.refusal = "client_hello_closed";
+      co_return out;
+    }
+    auto parsed = parse_client_hello(std::string_view(seen.data(), static_cast<size_t>(n)));
+    if (parsed.status == HelloStatus::kDone) {
+      out.sni = parsed.hello.sni;
+      if (out.sni) {
+        for (auto& ch : *out.sni)
+          ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      }
+      co_return out;
+    }
+    if (parsed.status == HelloStatus::kNotTls) {
+      out.refusal = "not_tls";
+      co_return out;
+    }
+    if (parsed.status == HelloStatus::kError) {
+      out.refusal = "bad_client_hello";
+      co_return out;
+    }
+    if (static_cast<size_t>(n) >= seen.size()) {
+      out.refusal = "client_hello_too_large";
+      co_return out;
+    }
+    if (static_cast<size_t>(n) == last) {
+      // Readable but nothing new (the peeked bytes are still there): wait a little.
+      pause.expires_after(std::chrono::milliseconds(2));
+      co_await pause.async_wait(redirect_error(use_awaitable, ec));
+    }
+    last = static_cast<size_t>(n);
+  }
+}
+
+awaitable<void> pump_bytes(ByteStream& from, ByteStream& to, uint64_t& bytes, Deadline& deadline,
+                           uint32_t idle_ms) {
+  std::vector<char> buf(16 * 1024);
+  while (true) {
+    error_code ec;
+    size_t n = co_await from.read_some(asio::buffer(buf), ec);
+    if (ec || n == 0) break;
+    deadline.expires_after_ms(idle_ms);
+    co_await to.write_all(asio::buffer(buf.data(), n), ec);
+    if (ec) break;
+    bytes += n;
+  }
+  close_stream(&from);
+  close_stream(&to);
+}
+
+// Splices client and upstream without decrypting (tls: passthrough). Never injected.
+awaitable<void> passthrough(Gateway::Impl& impl, Worker& worker, ClientSide& c,
+                            const SandboxInfo& sandbox, const std::string& sni,
+                            const DestinationInfo& dest, uint16_t port) {
+  auto t0 = Clock::now();
+  AuditRecord rec;
+  rec.kind = "connection";
+  rec.request_id = new_request_id();
+  rec.sandbox = sandbox.id;
+  rec.src = c.src;
+  rec.dst = c.dst;
+  rec.sni = sni;
+  rec.host = sni;
+  rec.destination = dest.id;
+  rec.route = "passthrough";
+  rec.rule = dest.id;
+  auto policy = impl.current_policy();
+  if (impl.options.deny_on_audit_failure && impl.audit_failed.load()) {
+    rec.decision = "deny";
+    rec.reason = "audit_unavailable";
+    impl.audit(rec);
+    co_return;
+  }
+  ByteStream* in_flight = nullptr;
+  c.deadline->on_expire = [&c, &in_flight] {
+    close_stream(c.stream.get());
+    close_stream(in_flight);
+  };
+  UpstreamError uerr;
+  auto up = co_await connect_upstream(impl, worker, *policy, sni, port, false, *c.deadline,
+                                      in_flight, uerr);
+  if (!up) {
+    impl.metrics.upstream_errors++;
+    rec.decision = uerr.status == 403 ? "deny" : "error";
+    rec.reason = uerr.reason;
+    impl.audit(rec);
+    c.deadline->on_expire = [&c] { close_stream(c.stream.get()); };
+    co_return;
+  }
+  in_flight = up->stream.get();
+  uint64_t up_bytes = 0, down_bytes = 0;
+  uint32_t idle = impl.options.limits.idle_timeout_ms;
+  c.deadline->expires_after_ms(idle);
+  auto ex = co_await asio::this_coro::executor;
+  asio::steady_timer done(ex, Clock::time_point::max());
+  int remaining = 2;
+  auto finish = [&] {
+    if (--remaining == 0) done.cancel();
+  };
+  asio::co_spawn(
+      ex,
+      [&]() -> awaitable<void> {
+        co_await pump_bytes(*c.stream, *up->stream, up_bytes, *c.deadline, idle);
+        finish();
+      },
+      asio::detached);
+  asio::co_spawn(
+      ex,
+      [&]() -> awaitable<void> {
+        co_await pump_bytes(*up->stream, *c.stream, down_bytes, *c.deadline, idle);
+        finish();
+      },
+      asio::detached);
+  error_code ec;
+  while (remaining > 0) co_await done.async_wait(redirect_error(use_awaitable, ec));
+  c.deadline->on_expire = [&c] { close_stream(c.stream.get()); };
+  rec.decision = "allow";
+  rec.reason = "passthrough";
+  rec.bytes_up = up_bytes;
+  rec.bytes_down = down_bytes;
+  rec.duration_us = micros_since(t0);
+  impl.metrics.bytes_up += up_bytes;
+  impl.metrics.bytes_down += down_bytes;
+  impl.audit(rec);
+}
 
 }  // namespace
 
@@ -640,8 +797,9 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
       if (decoded) {
         size_t colon = decoded->find(':');
         if (colon != std::string::npos) {
-          sandbox = ports.sandboxes->by_proxy_credentials(std::string_view(*decoded).substr(0, colon),
-                                                          std::string_view(*decoded).substr(colon + 1));
+          sandbox =
+              ports.sandboxes->by_proxy_credentials(std::string_view(*decoded).substr(0, colon),
+                                                    std::string_view(*decoded).substr(colon + 1));
         }
       }
     }
@@ -690,7 +848,8 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
     AuditRecord rec = base_record(x);
     rec.kind = "connection";
     rec.request_id = new_request_id();
-    co_await answer_error(x, req, rec, 400, "bad_request", "", "bad_connect_authority", Clock::now());
+    co_await answer_error(x, req, rec, 400, "bad_request", "", "bad_connect_authority",
+                          Clock::now());
     co_return;
   }
   auto dest = policy->destination(sandbox->profile, auth->host, auth->port);
@@ -703,16 +862,6 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
                           Clock::now());
     co_return;
   }
-  if (dest->tls == TlsMode::kPassthrough) {
-    AuditRecord rec = base_record(x);
-    rec.kind = "connection";
-    rec.request_id = new_request_id();
-    rec.host = auth->host;
-    rec.destination = dest->id;
-    co_await answer_error(x, req, rec, 501, "passthrough_not_supported_via_proxy", "",
-                          "passthrough_via_proxy", Clock::now());
-    co_return;
-  }
   if (c.available() > 0) {
     // The client must wait for 200 before starting TLS; bytes early mean a confused peer.
     AuditRecord rec = base_record(x);
@@ -722,8 +871,22 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
                           Clock::now());
     co_return;
   }
-  co_await c.stream->write_all(asio::buffer(std::string_view("HTTP/1.1 200 Connection Established\r\n\r\n")), ec);
+  co_await c.stream->write_all(
+      asio::buffer(std::string_view("HTTP/1.1 200 Connection Established\r\n\r\n")), ec);
   if (ec) co_return;
+  if (dest->tls == TlsMode::kPassthrough) {
+    // Not decrypted, never injected; the SNI must still name the CONNECT host.
+    auto peek = co_await peek_client_hello(*this, c);
+    std::string refusal = peek.refusal;
+    if (refusal.empty() && !peek.sni) refusal = "no_sni";
+    if (refusal.empty() && *peek.sni != auth->host) refusal = "sni_connect_mismatch";
+    if (!refusal.empty()) {
+      audit_refused_connection(*this, c, sandbox->id, peek.sni.value_or(""), auth->host, refusal);
+      co_return;
+    }
+    co_await passthrough(*this, *worker, c, *sandbox, *peek.sni, *dest, auth->port);
+    co_return;
+  }
   HandshakeState hs;
   hs.impl = this;
   hs.expected_host = auth->host;
@@ -797,6 +960,22 @@ awaitable<void> Gateway::Impl::transparent_session(tcp::socket sock) {
   x.facts.sandbox = *sandbox;
   x.facts.port = local.port();
   if (local.port() == 443) {
+    auto peek = co_await peek_client_hello(*this, c);
+    if (!peek.refusal.empty() || !peek.sni) {
+      audit_refused_connection(*this, c, sandbox->id, "", "",
+                               peek.refusal.empty() ? "no_sni" : peek.refusal);
+      co_return;
+    }
+    auto policy = current_policy();
+    auto dest = policy->destination(sandbox->profile, *peek.sni, 443);
+    if (!dest) {
+      audit_refused_connection(*this, c, sandbox->id, *peek.sni, "", "sni_not_allowed");
+      co_return;
+    }
+    if (dest->tls == TlsMode::kPassthrough) {
+      co_await passthrough(*this, *worker, c, *sandbox, *peek.sni, *dest, 443);
+      co_return;
+    }
     HandshakeState hs;
     hs.impl = this;
     hs.profile = sandbox->profile;

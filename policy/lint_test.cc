@@ -18,9 +18,9 @@ CompileResult lint(const std::string& name) {
   for (const auto& d : r.errors)
     if (d.line == line && d.column == column && d.message.find(text) != std::string::npos)
       return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "no error at " << line << ":" << column
-                                       << " containing '" << text << "'; got:\n"
-                                       << r.errors_text();
+  return ::testing::AssertionFailure()
+         << "no error at " << line << ":" << column << " containing '" << text << "'; got:\n"
+         << r.errors_text();
 }
 
 TEST(Lint, ExampleIsClean) {
@@ -151,7 +151,8 @@ TEST(Lint, InlineRules) {
       {"version: 1\nprofiles: {}\n", "missing required key 'destinations'"},
       {"version: 1\ndestinations: []\n", "missing required key 'profiles'"},
       {"version: 1\nmode: audit\ndestinations: []\nprofiles: {}\n", "'audit' is not one of"},
-      {"version: 1\ndns: {unlisted: drop}\ndestinations: []\nprofiles: {}\n", "'drop' is not one of"},
+      {"version: 1\ndns: {unlisted: drop}\ndestinations: []\nprofiles: {}\n",
+       "'drop' is not one of"},
       {"version: 1\nversion: 1\ndestinations: []\nprofiles: {}\n", "duplicate key 'version'"},
       {"version: 1\ndestinations: [{id: a, hosts: [a.com], routes: [{id: r, methods: [get]}]}]\n"
        "profiles: {}\n",
@@ -159,24 +160,30 @@ TEST(Lint, InlineRules) {
       {"version: 1\ndestinations: [{id: a, hosts: [a.com], routes: [{id: r, methods: []}]}]\n"
        "profiles: {}\n",
        "empty list"},
-      {"version: 1\ndestinations: [{id: a, hosts: [a.com], routes: [{id: r, path: {exact: /a/../b}}]}]\n"
+      {"version: 1\ndestinations: [{id: a, hosts: [a.com], routes: [{id: r, path: {exact: "
+       "/a/../b}}]}]\n"
        "profiles: {}\n",
        "not in canonical form"},
-      {"version: 1\ndestinations: [{id: a, hosts: [a.com], routes: [{id: r, path: {prefix: /a, exact: /b}}]}]\n"
+      {"version: 1\ndestinations: [{id: a, hosts: [a.com], routes: [{id: r, path: {prefix: /a, "
+       "exact: /b}}]}]\n"
        "profiles: {}\n",
        "exactly one of exact, prefix, glob"},
-      {"version: 1\ndestinations: [{id: a, hosts: [a.com], routes: [{id: r, path: {glob: /a**}}]}]\n"
+      {"version: 1\ndestinations: [{id: a, hosts: [a.com], routes: [{id: r, path: {glob: "
+       "/a**}}]}]\n"
        "profiles: {}\n",
        "whole path segment"},
       {"version: 1\ncredentials: [{name: c, secret: s, inject: {header: X}}]\n"
        "destinations: [{id: a, hosts: [a.com], routes: [{id: r, action: deny, credential: c}]}]\n"
        "profiles: {}\n",
        "deny route cannot carry a credential"},
-      {"version: 1\ndestinations: [{id: a, hosts: [a.com], ports: []}]\nprofiles: {}\n", "empty list"},
+      {"version: 1\ndestinations: [{id: a, hosts: [a.com], ports: []}]\nprofiles: {}\n",
+       "empty list"},
       {"version: 1\ndestinations: [{id: a, hosts: [a.com], plaintext: yes}]\nprofiles: {}\n",
        "'yes' is not one of: deny, allow, allow_with_credentials"},
-      {"version: 1\ndestinations: [{id: 'a b', hosts: [a.com]}]\nprofiles: {}\n", "destination id 'a b'"},
-      {"version: 1\ndestinations: [{id: a, hosts: [a.com]}]\nprofiles: {p: {destinations: [a, a]}}\n",
+      {"version: 1\ndestinations: [{id: 'a b', hosts: [a.com]}]\nprofiles: {}\n",
+       "destination id 'a b'"},
+      {"version: 1\ndestinations: [{id: a, hosts: [a.com]}]\nprofiles: {p: {destinations: [a, "
+       "a]}}\n",
        "listed twice"},
       {"version: 1\ndestinations: []\nprofiles: {p: {}}\n", "missing required key 'destinations'"},
       {"version: 1\ncredentials: [{name: c, secret: 'sk-live value', inject: {header: X}}]\n"
@@ -189,7 +196,9 @@ TEST(Lint, InlineRules) {
     auto r = compile_policy(row.yaml, "inline.yaml");
     EXPECT_FALSE(r.ok()) << row.yaml;
     EXPECT_NE(r.errors_text().find(row.message), std::string::npos)
-        << "rules:\n" << row.yaml << "expected '" << row.message << "', got:\n" << r.errors_text();
+        << "rules:\n"
+        << row.yaml << "expected '" << row.message << "', got:\n"
+        << r.errors_text();
   }
 }
 

@@ -32,9 +32,9 @@ TEST(HostMatcher, ExactAndWildcards) {
   m.add(pattern("*.one.org"), 5);
   m.finish();
   EXPECT_EQ(first(m, "api.example.com"), 1u);
-  EXPECT_EQ(first(m, "API.Example.COM."), 1u);  // case and trailing dot
-  EXPECT_EQ(first(m, "www.example.com"), 2u);   // one label: '*.' before '**.'
-  EXPECT_EQ(first(m, "a.b.example.com"), 3u);   // two labels: only '**.'
+  EXPECT_EQ(first(m, "API.Example.COM."), 1u);                // case and trailing dot
+  EXPECT_EQ(first(m, "www.example.com"), 2u);                 // one label: '*.' before '**.'
+  EXPECT_EQ(first(m, "a.b.example.com"), 3u);                 // two labels: only '**.'
   EXPECT_EQ(first(m, "example.com"), StringIndex::kMissing);  // apex never implied
   EXPECT_EQ(first(m, "x.y.z.deep.org"), 4u);
   EXPECT_EQ(first(m, "deep.org"), StringIndex::kMissing);
@@ -71,7 +71,10 @@ TEST(HostMatcher, NormalizeRejectsBadNames) {
   EXPECT_EQ(normalize_host("a..b", buf), 0u);
   EXPECT_EQ(normalize_host(".a", buf), 0u);
   EXPECT_EQ(normalize_host("a.b..", buf), 0u);
-  EXPECT_EQ(normalize_host("b\xc3\xbc" "cher.example", buf), 0u);
+  EXPECT_EQ(normalize_host("b\xc3\xbc"
+                           "cher.example",
+                           buf),
+            0u);
   EXPECT_EQ(normalize_host("a b.com", buf), 0u);
   EXPECT_EQ(normalize_host("a:443", buf), 0u);
   EXPECT_EQ(normalize_host("[::1]", buf), 0u);
@@ -86,7 +89,10 @@ TEST(HostMatcher, NormalizeRejectsBadNames) {
 TEST(HostPattern, Errors) {
   HostPattern p;
   std::string err;
-  EXPECT_FALSE(parse_host_pattern("b\xc3\xbc" "cher.example", &p, &err));
+  EXPECT_FALSE(
+      parse_host_pattern("b\xc3\xbc"
+                         "cher.example",
+                         &p, &err));
   EXPECT_NE(err.find("punycode"), std::string::npos);
   EXPECT_FALSE(parse_host_pattern("*", &p, &err));
   EXPECT_FALSE(parse_host_pattern("**.", &p, &err));
@@ -134,8 +140,8 @@ TEST(Cidr, ParseErrors) {
 }
 
 TEST(Cidr, V4AndV6Direct) {
-  auto s = floors({"127.0.0.0/8", "10.0.0.0/8", "169.254.169.254/32", "::1/128", "fc00::/7",
-                   "fe80::/10"});
+  auto s = floors(
+      {"127.0.0.0/8", "10.0.0.0/8", "169.254.169.254/32", "::1/128", "fc00::/7", "fe80::/10"});
   EXPECT_TRUE(denied(s, "127.0.0.1"));
   EXPECT_TRUE(denied(s, "127.255.255.255"));
   EXPECT_TRUE(denied(s, "10.1.2.3"));
@@ -151,17 +157,17 @@ TEST(Cidr, V4AndV6Direct) {
 
 TEST(Cidr, Ipv6EmbeddingsOfDeniedIpv4) {
   auto s = floors({"127.0.0.0/8", "169.254.0.0/16", "10.0.0.0/8"});
-  EXPECT_TRUE(denied(s, "::ffff:127.0.0.1"));      // IPv4-mapped
-  EXPECT_TRUE(denied(s, "::ffff:7f00:1"));         // same, hex
-  EXPECT_TRUE(denied(s, "::ffff:0:a9fe:a9fe"));    // IPv4-translated 169.254.169.254
-  EXPECT_TRUE(denied(s, "::127.0.0.1"));           // IPv4-compatible
-  EXPECT_TRUE(denied(s, "2002:7f00:1::"));         // 6to4
-  EXPECT_TRUE(denied(s, "2002:a9fe:a9fe:1234::1")); // 6to4 with a subnet
-  EXPECT_TRUE(denied(s, "64:ff9b::a9fe:a9fe"));    // NAT64
+  EXPECT_TRUE(denied(s, "::ffff:127.0.0.1"));        // IPv4-mapped
+  EXPECT_TRUE(denied(s, "::ffff:7f00:1"));           // same, hex
+  EXPECT_TRUE(denied(s, "::ffff:0:a9fe:a9fe"));      // IPv4-translated 169.254.169.254
+  EXPECT_TRUE(denied(s, "::127.0.0.1"));             // IPv4-compatible
+  EXPECT_TRUE(denied(s, "2002:7f00:1::"));           // 6to4
+  EXPECT_TRUE(denied(s, "2002:a9fe:a9fe:1234::1"));  // 6to4 with a subnet
+  EXPECT_TRUE(denied(s, "64:ff9b::a9fe:a9fe"));      // NAT64
   EXPECT_TRUE(denied(s, "64:ff9b::10.9.8.7"));
-  EXPECT_TRUE(denied(s, "64:ff9b:1:a00:1:100::"));  // NAT64 local-use /48: 10.0.1.1
-  EXPECT_TRUE(denied(s, "2001:0:a9fe:a9fe::1"));   // Teredo server 169.254.169.254
-  EXPECT_TRUE(denied(s, "2001:0:102:304::80ff:fffe")); // Teredo client ~ = 127.0.0.1
+  EXPECT_TRUE(denied(s, "64:ff9b:1:a00:1:100::"));      // NAT64 local-use /48: 10.0.1.1
+  EXPECT_TRUE(denied(s, "2001:0:a9fe:a9fe::1"));        // Teredo server 169.254.169.254
+  EXPECT_TRUE(denied(s, "2001:0:102:304::80ff:fffe"));  // Teredo client ~ = 127.0.0.1
   EXPECT_FALSE(denied(s, "::ffff:8.8.8.8"));
   EXPECT_FALSE(denied(s, "2002:0808:0808::"));
   EXPECT_FALSE(denied(s, "64:ff9b::808:808"));

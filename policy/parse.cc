@@ -28,17 +28,17 @@ using detail::StringIndex;
 // The floors used when a rules file has no `floors` section (design.md §4, plus the
 // "this host" and unspecified addresses).
 constexpr const char* kDefaultFloors[] = {
-    "0.0.0.0/8",     "127.0.0.0/8", "169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12",
-    "192.168.0.0/16", "100.64.0.0/10", "::/128",       "::1/128",    "fc00::/7",
-    "fe80::/10",
+    "0.0.0.0/8",     "127.0.0.0/8",    "169.254.0.0/16", "10.0.0.0/8",
+    "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",  "::/128",
+    "::1/128",       "fc00::/7",       "fe80::/10",
 };
 
 // Header names a credential may never set: they frame the message or steer a proxy, so a
 // rule setting them could smuggle requests (specs/egress-threats.md item 24).
 bool forbidden_header(std::string_view name) {
   static constexpr std::string_view kForbidden[] = {
-      "host",    "content-length", "transfer-encoding", "connection", "upgrade",
-      "te",      "trailer",        "keep-alive",        "expect",
+      "host", "content-length", "transfer-encoding", "connection", "upgrade",
+      "te",   "trailer",        "keep-alive",        "expect",
   };
   std::string lower(name);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -49,8 +49,21 @@ bool forbidden_header(std::string_view name) {
 bool is_tchar(unsigned char c) {
   if (std::isalnum(c)) return true;
   switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+': case '-':
-    case '.': case '^': case '_': case '`': case '|': case '~':
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~':
       return true;
     default:
       return false;
@@ -115,11 +128,16 @@ class Parser {
   }
   static std::string kind_name(const YAML::Node& n) {
     switch (n.Type()) {
-      case YAML::NodeType::Null: return "nothing";
-      case YAML::NodeType::Scalar: return "a scalar";
-      case YAML::NodeType::Sequence: return "a list";
-      case YAML::NodeType::Map: return "a mapping";
-      default: return "an undefined value";
+      case YAML::NodeType::Null:
+        return "nothing";
+      case YAML::NodeType::Scalar:
+        return "a scalar";
+      case YAML::NodeType::Sequence:
+        return "a list";
+      case YAML::NodeType::Map:
+        return "a mapping";
+      default:
+        return "an undefined value";
     }
   }
 
@@ -141,8 +159,8 @@ class Parser {
       if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
         std::string list;
         for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        error(k.Mark(), std::string(what) + ": unknown key '" + name + "' (expected one of: " +
-                            list + ")");
+        error(k.Mark(),
+              std::string(what) + ": unknown key '" + name + "' (expected one of: " + list + ")");
         continue;
       }
       if (out.count(name)) {
@@ -250,9 +268,9 @@ void Parser::parse_dns(const Field& f, detail::CompiledPolicy* out) {
   auto fl = fields(f.value, f.key.Mark(), "dns", {"unlisted"});
   if (!fl) return;
   if (const Field* u = maybe(*fl, "unlisted")) {
-    auto v = one_of<DnsUnlisted>(*u, "dns.unlisted",
-                                 {{"nxdomain", DnsUnlisted::kNxdomain},
-                                  {"refused", DnsUnlisted::kRefused}});
+    auto v = one_of<DnsUnlisted>(
+        *u, "dns.unlisted",
+        {{"nxdomain", DnsUnlisted::kNxdomain}, {"refused", DnsUnlisted::kRefused}});
     if (v) out->dns_unlisted = *v;
   }
 }
@@ -286,9 +304,11 @@ void Parser::parse_credentials(const Field& f, detail::CompiledPolicy* out,
                     return std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '/';
                   });
       if (v && !good)
-        error(s->value.Mark(), what + ".secret: a vault secret name (letters, digits, '-', '_', "
-                                      "'.', '/', at most " +
-                                   std::to_string(kMaxSecretNameBytes) + " bytes), never the value");
+        error(s->value.Mark(), what +
+                                   ".secret: a vault secret name (letters, digits, '-', '_', "
+                                   "'.', '/', at most " +
+                                   std::to_string(kMaxSecretNameBytes) +
+                                   " bytes), never the value");
       if (good) c.secret = *v;
       ok = ok && good;
     } else {
@@ -300,11 +320,11 @@ void Parser::parse_credentials(const Field& f, detail::CompiledPolicy* out,
         if (const Field* h = need(*il, "header", inj->value, what + ".inject")) {
           auto v = string(*h, what + ".inject.header");
           if (v) {
-            bool token = !v->empty() && std::all_of(v->begin(), v->end(), [](unsigned char ch) {
-              return is_tchar(ch);
-            });
+            bool token = !v->empty() && std::all_of(v->begin(), v->end(),
+                                                    [](unsigned char ch) { return is_tchar(ch); });
             if (!token) {
-              error(h->value.Mark(), what + ".inject.header: '" + *v + "' is not a valid header name");
+              error(h->value.Mark(),
+                    what + ".inject.header: '" + *v + "' is not a valid header name");
               ok = false;
             } else if (forbidden_header(*v)) {
               error(h->value.Mark(),
@@ -327,13 +347,13 @@ void Parser::parse_credentials(const Field& f, detail::CompiledPolicy* out,
           auto v = string(*fm, what + ".inject.format");
           if (v) {
             std::size_t first = v->find("{secret}");
-            bool once = first != std::string::npos &&
-                        v->find("{secret}", first + 1) == std::string::npos;
-            bool clean = std::none_of(v->begin(), v->end(), [](unsigned char ch) {
-              return ch < 0x20 || ch == 0x7f;
-            });
+            bool once =
+                first != std::string::npos && v->find("{secret}", first + 1) == std::string::npos;
+            bool clean = std::none_of(v->begin(), v->end(),
+                                      [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; });
             if (!once) {
-              error(fm->value.Mark(), what + ".inject.format: must contain '{secret}' exactly once");
+              error(fm->value.Mark(),
+                    what + ".inject.format: must contain '{secret}' exactly once");
               ok = false;
             } else if (!clean) {
               error(fm->value.Mark(),
@@ -361,8 +381,10 @@ void Parser::parse_credentials(const Field& f, detail::CompiledPolicy* out,
                                  {{"off", TokenMode::kOff},
                                   {"optional", TokenMode::kOptional},
                                   {"required", TokenMode::kRequired}});
-      if (v) c.token = *v;
-      else ok = false;
+      if (v)
+        c.token = *v;
+      else
+        ok = false;
     }
     // Register the name even when the rest is broken, so references to it do not pile up
     // "missing credential" errors on top of the real one.
@@ -405,7 +427,8 @@ void Parser::parse_routes(const Field& f, const std::string& dest_id,
     if (const Field* m = maybe(*fl, "methods")) {
       if (is_list(*m, what + ".methods")) {
         if (m->value.size() == 0)
-          error(m->value.Mark(), what + ".methods: empty list (leave it out to match every method)");
+          error(m->value.Mark(),
+                what + ".methods: empty list (leave it out to match every method)");
         std::uint16_t bits = 0;
         for (const auto& mi : m->value) {
           auto s = string_item(mi, m->key.Mark(), what + ".methods");
@@ -448,7 +471,8 @@ void Parser::parse_routes(const Field& f, const std::string& dest_id,
               auto c = canonicalize_target(probe);
               if (!c) {
                 error(pf.value.Mark(), what + ".path." + kind + ": '" + *v +
-                                           "' is not a valid request path (" + c.error().message + ")");
+                                           "' is not a valid request path (" + c.error().message +
+                                           ")");
               } else if (c->has_query || c->path != probe) {
                 error(pf.value.Mark(), what + ".path." + kind + ": '" + *v +
                                            "' is not in canonical form (requests are matched "
@@ -509,7 +533,7 @@ void Parser::parse_destinations(const Field& f, std::vector<DestDraft>* out) {
           }
           std::string canon = (p.kind == detail::PatternKind::kOneLabel   ? "*."
                                : p.kind == detail::PatternKind::kAnyDepth ? "**."
-                                                                           : "") +
+                                                                          : "") +
                               p.suffix;
           if (!seen.insert(canon).second) {
             error(hi.Mark(), what + ".hosts: '" + *s + "' listed twice");
@@ -531,17 +555,17 @@ void Parser::parse_destinations(const Field& f, std::vector<DestDraft>* out) {
           } else if (d.dest.has_port(static_cast<std::uint16_t>(*v))) {
             error(pi.Mark(), what + ".ports: " + std::to_string(*v) + " listed twice");
           } else {
-            d.dest.ports.push_back(static_cast<std::uint16_t>(*v));
+            d.dest.add_port(static_cast<std::uint16_t>(*v));
           }
         }
       }
     } else {
-      d.dest.ports.push_back(443);
+      d.dest.add_port(443);
     }
     if (const Field* t = maybe(*fl, "tls")) {
-      auto v = one_of<TlsMode>(*t, what + ".tls",
-                               {{"intercept", TlsMode::kIntercept},
-                                {"passthrough", TlsMode::kPassthrough}});
+      auto v = one_of<TlsMode>(
+          *t, what + ".tls",
+          {{"intercept", TlsMode::kIntercept}, {"passthrough", TlsMode::kPassthrough}});
       if (v) d.dest.tls = *v;
     }
     if (const Field* pt = maybe(*fl, "plaintext")) {
@@ -554,8 +578,9 @@ void Parser::parse_destinations(const Field& f, std::vector<DestDraft>* out) {
     if (const Field* r = maybe(*fl, "routes")) {
       parse_routes(*r, d.dest.id, &d.routes);
       if (d.dest.tls == TlsMode::kPassthrough && !d.routes.empty())
-        error(r->key.Mark(), what + ": a passthrough destination is not decrypted, so it cannot "
-                                    "have routes (use tls: intercept to filter requests)");
+        error(r->key.Mark(), what +
+                                 ": a passthrough destination is not decrypted, so it cannot "
+                                 "have routes (use tls: intercept to filter requests)");
     }
     out->push_back(std::move(d));
   }
@@ -563,8 +588,8 @@ void Parser::parse_destinations(const Field& f, std::vector<DestDraft>* out) {
 
 void Parser::parse_profiles(const Field& f, std::vector<ProfileDraft>* out) {
   if (!f.value.IsMap()) {
-    error(mark_of(f.value, f.key.Mark()), "profiles: expected a mapping of profile names, got " +
-                                              kind_name(f.value));
+    error(mark_of(f.value, f.key.Mark()),
+          "profiles: expected a mapping of profile names, got " + kind_name(f.value));
     return;
   }
   std::set<std::string, std::less<>> names;
@@ -600,9 +625,11 @@ void Parser::parse_profiles(const Field& f, std::vector<ProfileDraft>* out) {
 // Literal text every path matched by the route starts with ("" when unknown).
 std::string literal_prefix(const detail::Route& r) {
   switch (r.path_kind) {
-    case detail::PathKind::kAny: return "/";
+    case detail::PathKind::kAny:
+      return "/";
     case detail::PathKind::kExact:
-    case detail::PathKind::kPrefix: return r.path;
+    case detail::PathKind::kPrefix:
+      return r.path;
     case detail::PathKind::kGlob: {
       std::size_t star = r.path.find('*');
       std::string p = r.path.substr(0, star);
@@ -621,8 +648,10 @@ bool covers(const detail::Route& a, const detail::Route& b) {
   if ((a.methods & b.methods) != b.methods) return false;
   using detail::PathKind;
   switch (a.path_kind) {
-    case PathKind::kAny: return true;
-    case PathKind::kExact: return b.path_kind == PathKind::kExact && b.path == a.path;
+    case PathKind::kAny:
+      return true;
+    case PathKind::kExact:
+      return b.path_kind == PathKind::kExact && b.path == a.path;
     case PathKind::kPrefix:
       return b.path_kind != PathKind::kAny && literal_prefix(b).starts_with(a.path);
     case PathKind::kGlob:
@@ -636,8 +665,7 @@ void Parser::check_shadowing(const DestDraft& d) {
   for (std::size_t j = 1; j < d.routes.size(); ++j) {
     for (std::size_t i = 0; i < j; ++i) {
       if (covers(d.routes[i].route, d.routes[j].route)) {
-        error(d.routes[j].mark, "destination '" + d.dest.id + "': route '" +
-                                    d.routes[j].route.id +
+        error(d.routes[j].mark, "destination '" + d.dest.id + "': route '" + d.routes[j].route.id +
                                     "' is unreachable: every request it matches is matched first "
                                     "by route '" +
                                     d.routes[i].route.id + "' (line " +
@@ -670,9 +698,9 @@ std::unique_ptr<detail::CompiledPolicy> Parser::run(std::string_view text) {
     YAML::Mark top{};
     top.line = 0;
     top.column = 0;
-    auto fl = fields(root, top, "rules file",
-                     {"version", "mode", "floors", "dns", "credentials", "destinations",
-                      "profiles"});
+    auto fl =
+        fields(root, top, "rules file",
+               {"version", "mode", "floors", "dns", "credentials", "destinations", "profiles"});
     if (!fl) return nullptr;
     if (const Field* v = need(*fl, "version", root, "rules file")) {
       auto n = integer(v->value, v->key.Mark(), "version");
@@ -740,6 +768,8 @@ std::unique_ptr<detail::CompiledPolicy> Parser::run(std::string_view text) {
         continue;
       }
       prof.member[it->second] = 1;
+      if (out->profiles.size() < detail::Profile::kBitProfiles)
+        dests[it->second].dest.profile_bits |= std::uint64_t{1} << out->profiles.size();
       prof.destinations.push_back(it->second);
       const auto& dd = dests[it->second].dest;
       for (const auto& h : dd.hosts) {
@@ -794,9 +824,10 @@ std::pair<std::shared_ptr<Policy>, std::vector<Diagnostic>> compile_file(const s
   auto text = read_file(path);
   if (!text) return {nullptr, {Diagnostic{path, 0, 0, text.error().message}}};
   if (text->size() > kMaxRulesFileBytes)
-    return {nullptr, {Diagnostic{path, 0, 0,
-                                 "rules file larger than " + std::to_string(kMaxRulesFileBytes) +
-                                     " bytes"}}};
+    return {
+        nullptr,
+        {Diagnostic{path, 0, 0,
+                    "rules file larger than " + std::to_string(kMaxRulesFileBytes) + " bytes"}}};
   return compile(*text, path);
 }
 

@@ -19,8 +19,8 @@ int hex_value(char c) {
 }
 
 bool is_unreserved(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '-' || c == '_' || c == '~' || c == '.';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '~' || c == '.';
 }
 
 // pchar minus '%' (handled apart) and minus ';' (refused apart): unreserved, sub-delims
@@ -28,8 +28,18 @@ bool is_unreserved(unsigned char c) {
 bool is_plain_path_char(unsigned char c) {
   if (is_unreserved(c)) return true;
   switch (c) {
-    case '!': case '$': case '&': case '\'': case '(': case ')': case '*': case '+':
-    case ',': case '=': case ':': case '@':
+    case '!':
+    case '$':
+    case '&':
+    case '\'':
+    case '(':
+    case ')':
+    case '*':
+    case '+':
+    case ',':
+    case '=':
+    case ':':
+    case '@':
       return true;
     default:
       return false;
@@ -39,8 +49,8 @@ bool is_plain_path_char(unsigned char c) {
 constexpr char kHexUpper[] = "0123456789ABCDEF";
 
 Failure path_fail(PathError e, std::string what, std::size_t offset) {
-  return fail("request target: " + what + " at offset " + std::to_string(offset) +
-                  " (" + std::string(path_error_name(e)) + ")",
+  return fail("request target: " + what + " at offset " + std::to_string(offset) + " (" +
+                  std::string(path_error_name(e)) + ")",
               static_cast<int>(e));
 }
 
@@ -56,7 +66,8 @@ int escape_at(std::string_view t, std::size_t i) {
 Status check_query(std::string_view target, std::size_t start) {
   for (std::size_t i = start; i < target.size(); ++i) {
     auto c = static_cast<unsigned char>(target[i]);
-    if (c < 0x20 || c == 0x7f) return path_fail(PathError::kControlByte, "control byte in query", i);
+    if (c < 0x20 || c == 0x7f)
+      return path_fail(PathError::kControlByte, "control byte in query", i);
     if (c >= 0x80) return path_fail(PathError::kNonAscii, "raw non-ASCII byte in query", i);
     if (c == ' ') return path_fail(PathError::kBadCharacter, "space in query", i);
     if (c == '#') return path_fail(PathError::kFragment, "'#' in query", i);
@@ -70,26 +81,46 @@ Status check_query(std::string_view target, std::size_t start) {
 
 std::string_view path_error_name(PathError e) {
   switch (e) {
-    case PathError::kNone: return "none";
-    case PathError::kEmpty: return "empty_target";
-    case PathError::kTooLong: return "target_too_long";
-    case PathError::kNotOriginForm: return "not_origin_form";
-    case PathError::kEncodedSlash: return "encoded_slash";
-    case PathError::kEncodedBackslash: return "encoded_backslash";
-    case PathError::kEncodedDot: return "encoded_dot";
-    case PathError::kEncodedDelimiter: return "encoded_delimiter";
-    case PathError::kDoubleEncoding: return "double_encoding";
-    case PathError::kBackslash: return "backslash";
-    case PathError::kControlByte: return "control_byte";
-    case PathError::kBadEscape: return "bad_escape";
-    case PathError::kInvalidUtf8: return "invalid_utf8";
-    case PathError::kOverlongUtf8: return "overlong_utf8";
-    case PathError::kNonAscii: return "non_ascii";
-    case PathError::kBadCharacter: return "bad_character";
-    case PathError::kFragment: return "fragment";
-    case PathError::kSemicolon: return "semicolon";
-    case PathError::kEmptySegment: return "empty_segment";
-    case PathError::kAboveRoot: return "above_root";
+    case PathError::kNone:
+      return "none";
+    case PathError::kEmpty:
+      return "empty_target";
+    case PathError::kTooLong:
+      return "target_too_long";
+    case PathError::kNotOriginForm:
+      return "not_origin_form";
+    case PathError::kEncodedSlash:
+      return "encoded_slash";
+    case PathError::kEncodedBackslash:
+      return "encoded_backslash";
+    case PathError::kEncodedDot:
+      return "encoded_dot";
+    case PathError::kEncodedDelimiter:
+      return "encoded_delimiter";
+    case PathError::kDoubleEncoding:
+      return "double_encoding";
+    case PathError::kBackslash:
+      return "backslash";
+    case PathError::kControlByte:
+      return "control_byte";
+    case PathError::kBadEscape:
+      return "bad_escape";
+    case PathError::kInvalidUtf8:
+      return "invalid_utf8";
+    case PathError::kOverlongUtf8:
+      return "overlong_utf8";
+    case PathError::kNonAscii:
+      return "non_ascii";
+    case PathError::kBadCharacter:
+      return "bad_character";
+    case PathError::kFragment:
+      return "fragment";
+    case PathError::kSemicolon:
+      return "semicolon";
+    case PathError::kEmptySegment:
+      return "empty_segment";
+    case PathError::kAboveRoot:
+      return "above_root";
   }
   return "unknown";
 }
@@ -97,7 +128,9 @@ std::string_view path_error_name(PathError e) {
 Result<CanonicalTarget> canonicalize_target(std::string_view target) {
   if (target.empty()) return path_fail(PathError::kEmpty, "empty target", 0);
   if (target.size() > kMaxTargetBytes)
-    return path_fail(PathError::kTooLong, "target longer than " + std::to_string(kMaxTargetBytes) + " bytes", kMaxTargetBytes);
+    return path_fail(PathError::kTooLong,
+                     "target longer than " + std::to_string(kMaxTargetBytes) + " bytes",
+                     kMaxTargetBytes);
   if (target[0] != '/')
     return path_fail(PathError::kNotOriginForm, "target does not start with '/'", 0);
 
@@ -149,9 +182,12 @@ Result<CanonicalTarget> canonicalize_target(std::string_view target) {
         // no surrogates, at most U+10FFFF) and keep it encoded.
         const std::size_t seq_at = i;
         int need;
-        if (v >= 0xC2 && v <= 0xDF) need = 1;
-        else if (v >= 0xE0 && v <= 0xEF) need = 2;
-        else if (v >= 0xF0 && v <= 0xF4) need = 3;
+        if (v >= 0xC2 && v <= 0xDF)
+          need = 1;
+        else if (v >= 0xE0 && v <= 0xEF)
+          need = 2;
+        else if (v >= 0xF0 && v <= 0xF4)
+          need = 3;
         else if (v == 0xC0 || v == 0xC1)
           return path_fail(PathError::kOverlongUtf8, "overlong UTF-8 sequence", i);
         else
@@ -159,9 +195,11 @@ Result<CanonicalTarget> canonicalize_target(std::string_view target) {
         int bytes[4] = {v, 0, 0, 0};
         for (int k = 1; k <= need; ++k) {
           std::size_t at = i + 3 * static_cast<std::size_t>(k);
-          int b = (at < path_end && target[at] == '%' && at + 2 < path_end) ? escape_at(target, at) : -1;
+          int b = (at < path_end && target[at] == '%' && at + 2 < path_end) ? escape_at(target, at)
+                                                                            : -1;
           if (b < 0x80 || b > 0xBF)
-            return path_fail(PathError::kInvalidUtf8, "truncated or invalid UTF-8 sequence", seq_at);
+            return path_fail(PathError::kInvalidUtf8, "truncated or invalid UTF-8 sequence",
+                             seq_at);
           bytes[k] = b;
         }
         if ((v == 0xE0 && bytes[1] < 0xA0) || (v == 0xF0 && bytes[1] < 0x90))
@@ -181,7 +219,8 @@ Result<CanonicalTarget> canonicalize_target(std::string_view target) {
         continue;
       }
       if (c == '\\') return path_fail(PathError::kBackslash, "backslash", i);
-      if (c < 0x20 || c == 0x7f) return path_fail(PathError::kControlByte, "NUL or control byte", i);
+      if (c < 0x20 || c == 0x7f)
+        return path_fail(PathError::kControlByte, "NUL or control byte", i);
       if (c >= 0x80) return path_fail(PathError::kNonAscii, "raw non-ASCII byte", i);
       if (c == ';') return path_fail(PathError::kSemicolon, "';' path parameter", i);
       if (c == '#') return path_fail(PathError::kFragment, "'#' in target", i);
@@ -193,14 +232,16 @@ Result<CanonicalTarget> canonicalize_target(std::string_view target) {
     const bool last = i >= path_end;
     std::string_view raw(target.data() + seg_begin_in, i - seg_begin_in);
     if (raw.empty()) {
-      if (!last) return path_fail(PathError::kEmptySegment, "empty path segment ('//')", seg_begin_in);
+      if (!last)
+        return path_fail(PathError::kEmptySegment, "empty path segment ('//')", seg_begin_in);
       trailing_slash = true;
     } else if (raw == ".") {
       out.path.resize(seg_begin_out);
       trailing_slash = true;  // "/a/." names the directory "/a/"
     } else if (raw == "..") {
       out.path.resize(seg_begin_out);
-      if (starts.empty()) return path_fail(PathError::kAboveRoot, "'..' above the root", seg_begin_in);
+      if (starts.empty())
+        return path_fail(PathError::kAboveRoot, "'..' above the root", seg_begin_in);
       out.path.resize(starts.back());
       starts.pop_back();
       trailing_slash = true;

@@ -42,25 +42,25 @@ namespace cordon::policy {
 
 enum class PathError : int {
   kNone = 0,
-  kEmpty,            // empty target
-  kTooLong,          // over kMaxTargetBytes
-  kNotOriginForm,    // does not start with '/'
-  kEncodedSlash,     // %2F
-  kEncodedBackslash, // %5C
-  kEncodedDot,       // %2E
-  kEncodedDelimiter, // %3F or %23
-  kDoubleEncoding,   // %25 followed by two hex digits
-  kBackslash,        // raw '\'
-  kControlByte,      // NUL or control byte, raw or encoded
-  kBadEscape,        // '%' not followed by two hex digits
-  kInvalidUtf8,      // encoded bytes that are not UTF-8
-  kOverlongUtf8,     // encoded overlong UTF-8 form
-  kNonAscii,         // raw byte >= 0x80
-  kBadCharacter,     // character not allowed in a path (or query)
-  kFragment,         // raw '#'
-  kSemicolon,        // ';' path parameters
-  kEmptySegment,     // "//"
-  kAboveRoot,        // ".." above the root
+  kEmpty,             // empty target
+  kTooLong,           // over kMaxTargetBytes
+  kNotOriginForm,     // does not start with '/'
+  kEncodedSlash,      // %2F
+  kEncodedBackslash,  // %5C
+  kEncodedDot,        // %2E
+  kEncodedDelimiter,  // %3F or %23
+  kDoubleEncoding,    // %25 followed by two hex digits
+  kBackslash,         // raw '\'
+  kControlByte,       // NUL or control byte, raw or encoded
+  kBadEscape,         // '%' not followed by two hex digits
+  kInvalidUtf8,       // encoded bytes that are not UTF-8
+  kOverlongUtf8,      // encoded overlong UTF-8 form
+  kNonAscii,          // raw byte >= 0x80
+  kBadCharacter,      // character not allowed in a path (or query)
+  kFragment,          // raw '#'
+  kSemicolon,         // ';' path parameters
+  kEmptySegment,      // "//"
+  kAboveRoot,         // ".." above the root
 };
 
 // Stable snake_case name of the error, for audit lines ("encoded_slash", ...).

@@ -13,9 +13,9 @@ namespace {
 
 struct Case {
   std::string target;
-  PathError error;     // kNone: accepted
-  std::string path;    // expected canonical path when accepted
-  std::string query;   // expected query when accepted
+  PathError error;    // kNone: accepted
+  std::string path;   // expected canonical path when accepted
+  std::string query;  // expected query when accepted
 };
 
 const Case kCases[] = {
@@ -96,16 +96,16 @@ const Case kCases[] = {
     {"/a%zz", PathError::kBadEscape, "", ""},
     {"/a%%41", PathError::kBadEscape, "", ""},
     // UTF-8 validity of encoded bytes.
-    {"/%c0%af", PathError::kOverlongUtf8, "", ""},          // overlong '/'
-    {"/%c1%9c", PathError::kOverlongUtf8, "", ""},          // overlong '\'
-    {"/%e0%80%af", PathError::kOverlongUtf8, "", ""},       // 3-byte overlong '/'
-    {"/%f0%80%80%af", PathError::kOverlongUtf8, "", ""},    // 4-byte overlong '/'
-    {"/%ed%a0%80", PathError::kInvalidUtf8, "", ""},        // surrogate U+D800
-    {"/%f4%90%80%80", PathError::kInvalidUtf8, "", ""},     // beyond U+10FFFF
+    {"/%c0%af", PathError::kOverlongUtf8, "", ""},        // overlong '/'
+    {"/%c1%9c", PathError::kOverlongUtf8, "", ""},        // overlong '\'
+    {"/%e0%80%af", PathError::kOverlongUtf8, "", ""},     // 3-byte overlong '/'
+    {"/%f0%80%80%af", PathError::kOverlongUtf8, "", ""},  // 4-byte overlong '/'
+    {"/%ed%a0%80", PathError::kInvalidUtf8, "", ""},      // surrogate U+D800
+    {"/%f4%90%80%80", PathError::kInvalidUtf8, "", ""},   // beyond U+10FFFF
     {"/%f5%80%80%80", PathError::kInvalidUtf8, "", ""},
-    {"/%80", PathError::kInvalidUtf8, "", ""},              // stray continuation
-    {"/%c3", PathError::kInvalidUtf8, "", ""},              // truncated
-    {"/%c3%41", PathError::kInvalidUtf8, "", ""},           // bad continuation
+    {"/%80", PathError::kInvalidUtf8, "", ""},     // stray continuation
+    {"/%c3", PathError::kInvalidUtf8, "", ""},     // truncated
+    {"/%c3%41", PathError::kInvalidUtf8, "", ""},  // bad continuation
     {"/%e2%82", PathError::kInvalidUtf8, "", ""},
     {"/%ff", PathError::kInvalidUtf8, "", ""},
     // Form of the target.
@@ -139,7 +139,9 @@ TEST_P(CanonicalizeTest, Table) {
 
 INSTANTIATE_TEST_SUITE_P(Rows, CanonicalizeTest, ::testing::ValuesIn(kCases));
 
-TEST(Canonicalize, HasEnoughRows) { EXPECT_GE(std::size(kCases), 40u); }
+TEST(Canonicalize, HasEnoughRows) {
+  EXPECT_GE(std::size(kCases), 40u);
+}
 
 TEST(Canonicalize, QueryFlag) {
   auto a = canonicalize_target("/a?");

@@ -9,23 +9,31 @@ namespace cordon::policy {
 
 using detail::StringIndex;
 
-std::string_view to_string(Mode m) { return m == Mode::kEnforce ? "enforce" : "report"; }
+std::string_view to_string(Mode m) {
+  return m == Mode::kEnforce ? "enforce" : "report";
+}
 std::string_view to_string(TlsMode t) {
   return t == TlsMode::kIntercept ? "intercept" : "passthrough";
 }
 std::string_view to_string(Plaintext p) {
   switch (p) {
-    case Plaintext::kDeny: return "deny";
-    case Plaintext::kAllow: return "allow";
-    case Plaintext::kAllowWithCredentials: return "allow_with_credentials";
+    case Plaintext::kDeny:
+      return "deny";
+    case Plaintext::kAllow:
+      return "allow";
+    case Plaintext::kAllowWithCredentials:
+      return "allow_with_credentials";
   }
   return "deny";
 }
 std::string_view to_string(TokenMode t) {
   switch (t) {
-    case TokenMode::kOff: return "off";
-    case TokenMode::kOptional: return "optional";
-    case TokenMode::kRequired: return "required";
+    case TokenMode::kOff:
+      return "off";
+    case TokenMode::kOptional:
+      return "optional";
+    case TokenMode::kRequired:
+      return "required";
   }
   return "off";
 }
@@ -35,17 +43,28 @@ std::string_view to_string(DnsUnlisted d) {
 
 std::string_view reason_name(Reason r) {
   switch (r) {
-    case Reason::kRouteAllowed: return "route_allowed";
-    case Reason::kRouteDenied: return "route_denied";
-    case Reason::kNoRouteMatched: return "no_route_matched";
-    case Reason::kUnknownProfile: return "unknown_profile";
-    case Reason::kInvalidHost: return "invalid_host";
-    case Reason::kHostNotAllowed: return "host_not_allowed";
-    case Reason::kPortNotAllowed: return "port_not_allowed";
-    case Reason::kPlaintextNotAllowed: return "plaintext_not_allowed";
-    case Reason::kCredentialNeedsTls: return "credential_needs_tls";
-    case Reason::kPassthrough: return "passthrough";
-    case Reason::kPathNotCanonical: return "path_not_canonical";
+    case Reason::kRouteAllowed:
+      return "route_allowed";
+    case Reason::kRouteDenied:
+      return "route_denied";
+    case Reason::kNoRouteMatched:
+      return "no_route_matched";
+    case Reason::kUnknownProfile:
+      return "unknown_profile";
+    case Reason::kInvalidHost:
+      return "invalid_host";
+    case Reason::kHostNotAllowed:
+      return "host_not_allowed";
+    case Reason::kPortNotAllowed:
+      return "port_not_allowed";
+    case Reason::kPlaintextNotAllowed:
+      return "plaintext_not_allowed";
+    case Reason::kCredentialNeedsTls:
+      return "credential_needs_tls";
+    case Reason::kPassthrough:
+      return "passthrough";
+    case Reason::kPathNotCanonical:
+      return "path_not_canonical";
   }
   return "unknown";
 }
@@ -191,9 +210,15 @@ bool compile_glob(std::string_view pattern, std::vector<GlobSegment>* out, std::
 Policy::Policy(std::unique_ptr<detail::CompiledPolicy> impl) : impl_(std::move(impl)) {}
 Policy::~Policy() = default;
 
-Mode Policy::mode() const { return impl_->mode; }
-DnsUnlisted Policy::dns_unlisted() const { return impl_->dns_unlisted; }
-std::size_t Policy::destination_count() const { return impl_->destinations.size(); }
+Mode Policy::mode() const {
+  return impl_->mode;
+}
+DnsUnlisted Policy::dns_unlisted() const {
+  return impl_->dns_unlisted;
+}
+std::size_t Policy::destination_count() const {
+  return impl_->destinations.size();
+}
 
 std::vector<std::string> Policy::profile_names() const {
   std::vector<std::string> names;
@@ -217,28 +242,34 @@ HostLookup lookup(const detail::CompiledPolicy& p, std::uint32_t profile, std::s
                   std::uint16_t port) {
   HostLookup r;
   const auto& member = p.profiles[profile].member;
+  const bool use_bits = profile < detail::Profile::kBitProfiles;
+  const std::uint64_t bit = use_bits ? std::uint64_t{1} << profile : 0;
   r.destination = p.hosts.match(host, [&](std::uint32_t d) {
-    if (!member[d]) return false;
+    const detail::Destination& dest = p.destinations[d];
+    if (use_bits ? (dest.profile_bits & bit) == 0 : !member[d]) return false;
     r.host_seen = true;
-    return port == 0 || p.destinations[d].has_port(port);
+    return port == 0 || dest.has_port(port);
   });
   return r;
 }
 
 bool path_matches(const detail::Route& r, std::string_view path) {
   switch (r.path_kind) {
-    case detail::PathKind::kAny: return true;
-    case detail::PathKind::kExact: return path == r.path;
-    case detail::PathKind::kPrefix: return path.starts_with(r.path);
-    case detail::PathKind::kGlob: return detail::glob_match(r.glob, path);
+    case detail::PathKind::kAny:
+      return true;
+    case detail::PathKind::kExact:
+      return path == r.path;
+    case detail::PathKind::kPrefix:
+      return path.starts_with(r.path);
+    case detail::PathKind::kGlob:
+      return detail::glob_match(r.glob, path);
   }
   return false;
 }
 
 }  // namespace
 
-std::optional<Connection> Policy::match_connection(std::string_view profile,
-                                                   std::string_view host,
+std::optional<Connection> Policy::match_connection(std::string_view profile, std::string_view host,
                                                    std::uint16_t port) const {
   const auto& p = *impl_;
   std::uint32_t prof = p.profile_index.find(profile);

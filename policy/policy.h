@@ -74,7 +74,7 @@ struct Connection {
 // A request as the gateway sees it after canonicalization.
 struct Request {
   std::string_view profile;
-  std::string_view host;    // the verified SNI / Host, without port
+  std::string_view host;  // the verified SNI / Host, without port
   std::uint16_t port = 443;
   std::string_view method;  // as sent, case-sensitive ("GET")
   std::string_view path;    // CanonicalTarget::path (without query)

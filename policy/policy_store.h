@@ -41,7 +41,9 @@ class PolicyStore {
   LoadOutcome load_file(const std::string& path);
   LoadOutcome load_text(std::string_view yaml_text, std::string_view file_name);
 
-  std::shared_ptr<const Policy> snapshot() const { return current_.load(std::memory_order_acquire); }
+  std::shared_ptr<const Policy> snapshot() const {
+    return current_.load(std::memory_order_acquire);
+  }
   std::uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:

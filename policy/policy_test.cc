@@ -297,9 +297,9 @@ TEST(Decide, ReportModeLetsThroughButKeepsVerdict) {
 TEST(Decide, DefaultFloorsWhenOmittedAndExplicitFloorsAsWritten) {
   auto p = compile_ok(kSmall);  // no floors section
   ASSERT_TRUE(p);
-  for (const char* ip : {"127.0.0.1", "10.2.3.4", "172.16.0.1", "192.168.1.1", "169.254.169.254",
-                         "100.64.1.1", "0.0.0.0", "::", "::1", "fd00::1", "fe80::1",
-                         "::ffff:10.0.0.1"})
+  for (const char* ip :
+       {"127.0.0.1", "10.2.3.4", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.1.1",
+        "0.0.0.0", "::", "::1", "fd00::1", "fe80::1", "::ffff:10.0.0.1"})
     EXPECT_TRUE(p->address_denied(ip)) << ip;
   EXPECT_FALSE(p->address_denied("198.51.100.1"));
   std::string yaml(kSmall);
@@ -342,6 +342,32 @@ TEST(Decide, ManyDestinationsStillExact) {
   }
   EXPECT_FALSE(ask(*p, "p", "GET", "h1.example.com", "/").allowed);  // not in the profile
   EXPECT_FALSE(ask(*p, "p", "GET", "x.w1.example.org", "/").allowed);
+}
+
+TEST(Decide, ManyProfilesAndPorts) {
+  // Profiles past the 64 kept as bits on each destination use the membership table.
+  std::string yaml = "version: 1\ndestinations:\n";
+  for (int i = 0; i < 70; ++i)
+    yaml += "  - {id: d" + std::to_string(i) + ", hosts: [h" + std::to_string(i) +
+            ".example.com], ports: [1, 2, 3, 4, 5, " + std::to_string(1000 + i) +
+            "], routes: [{id: r}]}\n";
+  yaml += "profiles:\n";
+  for (int i = 0; i < 70; ++i)
+    yaml += "  p" + std::to_string(i) + ": {destinations: [d" + std::to_string(i) + "]}\n";
+  auto p = compile_ok(yaml);
+  ASSERT_TRUE(p);
+  for (int i : {0, 1, 63, 64, 69}) {
+    const std::string prof = "p" + std::to_string(i);
+    const std::string host = "h" + std::to_string(i) + ".example.com";
+    const auto port = static_cast<std::uint16_t>(1000 + i);
+    EXPECT_TRUE(ask(*p, prof, "GET", host, "/", port).allowed) << prof;
+    EXPECT_TRUE(ask(*p, prof, "GET", host, "/", 5).allowed) << prof;
+    EXPECT_EQ(ask(*p, prof, "GET", host, "/", 6).reason, Reason::kPortNotAllowed) << prof;
+    const std::string other = "h" + std::to_string(i == 69 ? 0 : 69) + ".example.com";
+    EXPECT_EQ(ask(*p, prof, "GET", other, "/", 5).reason, Reason::kHostNotAllowed) << prof;
+    EXPECT_TRUE(p->host_reachable(prof, host));
+    EXPECT_FALSE(p->host_reachable(prof, other));
+  }
 }
 
 }  // namespace

@@ -178,11 +178,10 @@ Result<NetnsSandbox> create_netns_sandbox(const std::string& name, const NetnsPo
   auto pool = parse_pool(pool_config);
   if (!pool) return fail(pool.error());
   std::string path = std::string(kNetnsDir) + "/" + name;
-  if (exists(path)) return fail("netns create " + name + ": " + path + " exists already");
-
-  AllocationLock lock;
+  AllocationLock lock;  // also makes "exists?" and "create" one step for cordon's creators
   if (!lock.ok())
     return fail(std::string("netns create: lock ") + kLockFile + ": " + strerror(errno));
+  if (exists(path)) return fail("netns create " + name + ": " + path + " exists already");
   std::string host_if = host_ifname_for(name);
   // A host interface of that name without its namespace is a leftover of a crash.
   if (if_nametoindex(host_if.c_str()) != 0) (void)run_command({"ip", "link", "del", host_if});
@@ -202,8 +201,10 @@ Result<NetnsSandbox> create_netns_sandbox(const std::string& name, const NetnsPo
   };
   const std::string v4h = s.host_ipv4 + "/30";
   const std::string v4s = s.sandbox_ipv4 + "/30";
+  // If the namespace cannot be added it is not ours: fail without undoing anything.
+  if (auto st = run_checked({"ip", "netns", "add", name}); !st)
+    return with_context("netns create " + name, st.error());
   std::vector<std::vector<std::string>> steps = {
-      {"ip", "netns", "add", name},
       {"ip", "link", "add", host_if, "type", "veth", "peer", "name", kSandboxIfname, "netns", name},
       {"ip", "addr", "add", v4h, "dev", host_if},
       {"ip", "-n", name, "addr", "add", v4s, "dev", kSandboxIfname},

@@ -174,6 +174,15 @@ TEST_F(NetnsTest, CreateDescribeConnectDelete) {
   EXPECT_EQ(if_nametoindex(sb->host_ifname.c_str()), 0u);
 }
 
+TEST_F(NetnsTest, AForeignNamespaceOfTheSameNameIsLeftAlone) {
+  std::string name = prefix() + "sb-foreign";
+  ASSERT_TRUE(run_checked({"ip", "netns", "add", name}));
+  auto s = create_netns_sandbox(name);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("exists"), std::string::npos) << s.error().message;
+  EXPECT_EQ(list_netns(name).size(), 1u) << "a failed create must not delete what it did not make";
+}
+
 TEST_F(NetnsTest, BadPoolCreatesNothing) {
   NetnsPool pool;
   pool.ipv4_cidr = "10.200.0.0";

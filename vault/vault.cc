@@ -5,7 +5,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <openssl/crypto.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -474,37 +473,29 @@ Result<std::unique_ptr<Vault>> Vault::open(const StateDir& state, Options option
   }
   // The first check opens the WAL and its -shm file; then the header can be watched.
   if (auto s = impl->revalidate_locked(); !s) return fail(s.error());
-  impl->wal_watch.attach(db_path + "-shm");
+  impl->wal_watch.attach(impl->hot.raw());
   return std::unique_ptr<Vault>(new Vault(std::move(impl)));
 }
 
 namespace detail {
 
-WalIndexWatch::~WalIndexWatch() {
-  if (map_) ::munmap(map_, map_bytes_);
-}
-
-bool WalIndexWatch::attach(const std::string& shm_path) {
-  int fd = ::open(shm_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return false;
-  struct stat st;
-  // SQLite sizes the file in 32 KiB regions; map one page only if the header is in the file,
-  // so that a read can never fall past its end.
-  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
-  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && size_t(st.st_size) >= page;
-  void* map = ok ? ::mmap(nullptr, page, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
-  ::close(fd);
-  if (map == MAP_FAILED) return false;
-  map_ = map;
-  map_bytes_ = page;
+bool WalIndexWatch::attach(sqlite3* db) {
+  sqlite3_file* file = nullptr;
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) != SQLITE_OK || !file ||
+      !file->pMethods || file->pMethods->iVersion < 2 || !file->pMethods->xShmMap)
+    return false;
+  // 32 KiB is SQLite's wal-index region size; region 0 starts with the header. bExtend = 0:
+  // only an existing mapping is returned, nothing is created.
+  void volatile* region = nullptr;
+  if (file->pMethods->xShmMap(file, 0, 32 * 1024, 0, &region) != SQLITE_OK || !region) return false;
+  header_ = static_cast<const volatile unsigned char*>(region);
   return true;
 }
 
 void WalIndexWatch::read(unsigned char out[kWalIndexHeaderBytes]) const {
   // Another process writes this memory; volatile keeps each read a real load, and the fence
   // orders it before the cache reads that follow.
-  const volatile unsigned char* p = static_cast<const volatile unsigned char*>(map_);
-  for (size_t i = 0; i < kWalIndexHeaderBytes; ++i) out[i] = p[i];
+  for (size_t i = 0; i < kWalIndexHeaderBytes; ++i) out[i] = header_[i];
   std::atomic_thread_fence(std::memory_order_acquire);
 }
 

@@ -14,10 +14,14 @@ namespace cordon::vmm {
 
 std::string to_string(HostVirtKind kind) {
   switch (kind) {
-    case HostVirtKind::kHardwareVmx: return "kvm-vmx";
-    case HostVirtKind::kHardwareSvm: return "kvm-svm";
-    case HostVirtKind::kPvm: return "kvm-pvm";
-    default: return "none";
+    case HostVirtKind::kHardwareVmx:
+      return "kvm-vmx";
+    case HostVirtKind::kHardwareSvm:
+      return "kvm-svm";
+    case HostVirtKind::kPvm:
+      return "kvm-pvm";
+    default:
+      return "none";
   }
 }
 

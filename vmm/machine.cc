@@ -24,14 +24,15 @@
 #include "vmm/devices/event_loop.h"
 #include "vmm/devices/legacy.h"
 #include "vmm/devices/virtio/block/block.h"
-#include "vmm/devices/virtio/net/net.h"
 #include "vmm/devices/virtio/mmio.h"
+#include "vmm/devices/virtio/net/net.h"
 #include "vmm/devices/virtio/rng/rng.h"
 #include "vmm/devices/virtio/vsock/vsock.h"
 #include "vmm/host_probe.h"
 #include "vmm/kvm/guest_memory.h"
 #include "vmm/kvm/kvm.h"
 #include "vmm/limits.h"
+#include "vmm/seccomp.h"
 #include "vmm/snapshot/bytes.h"
 #include "vmm/vmm.h"
 
@@ -39,10 +40,14 @@ namespace cordon::vmm {
 
 std::string to_string(MachineState s) {
   switch (s) {
-    case MachineState::kCreated: return "created";
-    case MachineState::kRunning: return "running";
-    case MachineState::kPaused: return "paused";
-    default: return "stopped";
+    case MachineState::kCreated:
+      return "created";
+    case MachineState::kRunning:
+      return "running";
+    case MachineState::kPaused:
+      return "paused";
+    default:
+      return "stopped";
   }
 }
 
@@ -54,7 +59,9 @@ constexpr uint32_t kStateVersion = 1;
 constexpr uint32_t kMsrTsc = 0x10;
 constexpr uint32_t kMsrTscDeadline = 0x6E0;
 
-int kick_signal() { return SIGRTMIN + 1; }
+int kick_signal() {
+  return SIGRTMIN + 1;
+}
 
 void install_kick_handler() {
   static std::once_flag once;
@@ -85,6 +92,7 @@ class MachineImpl : public Machine {
   Status init_devices(const VmConfig& cfg, const std::string& vsock_path, const std::string& tap);
   Status boot_setup(const VmConfig& cfg);
   Status restore_state(const std::string& state, const RestoreOptions& opts);
+  Status spawn_threads();
 
   Status start() override;
   Status pause() override;
@@ -105,6 +113,7 @@ class MachineImpl : public Machine {
   VmConfig config_;
   int serial_fd_ = -1;
   bool capture_ = false;
+  bool seccomp_ = false;
 
  private:
   void vcpu_loop(size_t i);
@@ -151,6 +160,13 @@ class MachineImpl : public Machine {
 
   std::mutex serial_mu_;
   std::string serial_captured_;
+  // Probed on first use (status, snapshot, restore): reading /proc/cpuinfo costs ~3 ms of set-up.
+  const std::string& host_kind() {
+    std::call_once(host_kind_once_, [this] { host_kind_ = to_string(probe_host().kind); });
+    return host_kind_;
+  }
+  std::once_flag host_kind_once_;
+  std::string host_kind_;
 };
 
 Status MachineImpl::init_kvm(uint64_t mem_bytes, int vcpus, GuestMemory mem) {
@@ -185,7 +201,8 @@ Status MachineImpl::init_kvm(uint64_t mem_bytes, int vcpus, GuestMemory mem) {
   return {};
 }
 
-Status MachineImpl::init_devices(const VmConfig& cfg, const std::string& vsock_path, const std::string& tap) {
+Status MachineImpl::init_devices(const VmConfig& cfg, const std::string& vsock_path,
+                                 const std::string& tap) {
   serial_ = std::make_shared<devices::Serial>(
       [this](const char* d, size_t n) {
         if (serial_fd_ >= 0) (void)!::write(serial_fd_, d, n);
@@ -205,7 +222,8 @@ Status MachineImpl::init_devices(const VmConfig& cfg, const std::string& vsock_p
   auto add_virtio = [&](std::unique_ptr<virtio::Device> dev, const std::string& kind) {
     int slot = static_cast<int>(transports_.size());
     uint32_t gsi = arch::virtio_gsi(slot);
-    auto t = std::make_shared<virtio::MmioTransport>(std::move(dev), &mem_, [this, gsi] { pulse_irq(gsi); });
+    auto t = std::make_shared<virtio::MmioTransport>(std::move(dev), &mem_,
+                                                     [this, gsi] { pulse_irq(gsi); });
     mmio_.add(arch::virtio_mmio_addr(slot), arch::kVirtioMmioSlotSize, t);
     transports_.push_back(t);
     transport_kinds_.push_back(kind);
@@ -249,7 +267,8 @@ Status MachineImpl::boot_setup(const VmConfig& cfg) {
   if (cfg.acpi) {
     std::vector<arch::AcpiVirtioSlot> slots;
     for (size_t i = 0; i < transports_.size(); ++i)
-      slots.push_back({arch::virtio_mmio_addr(static_cast<int>(i)), arch::virtio_gsi(static_cast<int>(i))});
+      slots.push_back(
+          {arch::virtio_mmio_addr(static_cast<int>(i)), arch::virtio_gsi(static_cast<int>(i))});
     auto rsdp = arch::write_acpi_tables(mem_, static_cast<int>(vcpus_.size()), slots);
     if (!rsdp) return fail(rsdp.error());
     boot.rsdp_addr = *rsdp;
@@ -266,19 +285,33 @@ Status MachineImpl::boot_setup(const VmConfig& cfg) {
   return {};
 }
 
-Status MachineImpl::start() {
-  {
-    std::lock_guard lock(mu_);
-    if (released_) return fail("machine already started");
-    released_ = true;
-    state_ = pause_requested_ ? MachineState::kPaused : MachineState::kRunning;
-  }
-  install_kick_handler();
-  if (auto st = events_.start(); !st) return st;
+// Threads are created on the thread that creates the machine (before any filter is installed),
+// so each thread kind installs only its own seccomp filter; start() only releases them.
+Status MachineImpl::spawn_threads() {
+  if (auto st = events_.start([this] {
+        if (seccomp_) {
+          if (auto st = install_seccomp(ThreadKind::kEvent); !st)
+            request_stop("seccomp: " + st.error().message);
+        }
+      });
+      !st)
+    return st;
   for (size_t i = 0; i < vcpus_.size(); ++i) {
     threads_.emplace_back([this, i] { vcpu_loop(i); });
     thread_ids_.push_back(threads_.back().native_handle());
   }
+  return {};
+}
+
+Status MachineImpl::start() {
+  {
+    std::lock_guard lock(mu_);
+    if (released_) return fail("machine already started");
+    if (stop_requested_) return fail("machine is stopped");
+    released_ = true;
+    state_ = pause_requested_ ? MachineState::kPaused : MachineState::kRunning;
+  }
+  cv_.notify_all();
   setup_ms_ = ms_since(t0_);
   return {};
 }
@@ -310,6 +343,14 @@ void MachineImpl::vcpu_loop(size_t i) {
   sigaddset(&set, kick_signal());
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
   kvm::Vcpu& vcpu = vcpus_[i];
+  if (seccomp_) {  // before the first KVM_RUN: guest code never runs unfiltered
+    if (auto st = install_seccomp(ThreadKind::kVcpu); !st)
+      request_stop("seccomp: " + st.error().message);
+  }
+  {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return released_ || stop_requested_; });
+  }
   while (true) {
     __atomic_store_n(&vcpu.run_area()->immediate_exit, 0, __ATOMIC_SEQ_CST);
     {
@@ -364,18 +405,25 @@ void MachineImpl::handle_exit(kvm::Vcpu& vcpu) {
       }
       break;
     }
-    case KVM_EXIT_HLT: request_stop("halt"); break;
-    case KVM_EXIT_SHUTDOWN: request_stop("shutdown"); break;
+    case KVM_EXIT_HLT:
+      request_stop("halt");
+      break;
+    case KVM_EXIT_SHUTDOWN:
+      request_stop("shutdown");
+      break;
     case KVM_EXIT_SYSTEM_EVENT:
       request_stop(run->system_event.type == KVM_SYSTEM_EVENT_RESET ? "reset" : "shutdown");
       break;
     case KVM_EXIT_FAIL_ENTRY:
-      request_stop("KVM_EXIT_FAIL_ENTRY reason " + std::to_string(run->fail_entry.hardware_entry_failure_reason));
+      request_stop("KVM_EXIT_FAIL_ENTRY reason " +
+                   std::to_string(run->fail_entry.hardware_entry_failure_reason));
       break;
     case KVM_EXIT_INTERNAL_ERROR:
       request_stop("KVM_EXIT_INTERNAL_ERROR suberror " + std::to_string(run->internal.suberror));
       break;
-    default: request_stop("unhandled KVM exit " + std::to_string(run->exit_reason)); break;
+    default:
+      request_stop("unhandled KVM exit " + std::to_string(run->exit_reason));
+      break;
   }
 }
 
@@ -442,7 +490,7 @@ MachineStatus MachineImpl::status() {
   last_exits_ = s.exits;
   last_status_ = now;
   s.uptime_s = std::chrono::duration<double>(now - t0_).count();
-  s.host_kind = to_string(probe_host().kind);
+  s.host_kind = host_kind();
   s.mem_bytes = mem_.size();
   s.vcpus = static_cast<int>(vcpus_.size());
   return s;
@@ -450,7 +498,7 @@ MachineStatus MachineImpl::status() {
 
 HostId MachineImpl::host_id() {
   HostId h;
-  h.kind = to_string(probe_host().kind);
+  h.kind = host_kind();
   h.vendor = arch::vendor_name(arch::cpuid_vendor(supported_cpuid_));
   auto khz = vcpus_.empty() ? Result<uint32_t>(0u) : vcpus_[0].get_tsc_khz();
   h.tsc_khz = khz ? *khz : 0;
@@ -622,12 +670,15 @@ Status MachineImpl::restore_state(const std::string& state, const RestoreOptions
   HostId here = host_id();
   if (!opts.allow_host_mismatch) {
     if (saved.kind != here.kind || saved.vendor != here.vendor)
-      return fail("snapshot taken on " + saved.kind + "/" + saved.vendor + ", this host is " + here.kind +
-                  "/" + here.vendor + ": cannot restore");
+      return fail("snapshot taken on " + saved.kind + "/" + saved.vendor + ", this host is " +
+                  here.kind + "/" + here.vendor + ": cannot restore");
     // No TSC scaling on these hosts: a rate differing by more than 250 ppm would skew guest time.
-    double ppm = saved.tsc_khz ? std::abs(double(here.tsc_khz) - double(saved.tsc_khz)) * 1e6 / saved.tsc_khz : 0;
-    if (ppm > 250) return fail("snapshot TSC " + std::to_string(saved.tsc_khz) + " kHz, host " +
-                               std::to_string(here.tsc_khz) + " kHz (> 250 ppm apart)");
+    double ppm = saved.tsc_khz
+                     ? std::abs(double(here.tsc_khz) - double(saved.tsc_khz)) * 1e6 / saved.tsc_khz
+                     : 0;
+    if (ppm > 250)
+      return fail("snapshot TSC " + std::to_string(saved.tsc_khz) + " kHz, host " +
+                  std::to_string(here.tsc_khz) + " kHz (> 250 ppm apart)");
   }
   cfg.mem_bytes = mem_.size();
   cfg.vcpus = static_cast<int>(vcpus_.size());
@@ -657,11 +708,13 @@ Status MachineImpl::restore_state(const std::string& state, const RestoreOptions
   }
   serial_->restore(r.pod<devices::Serial::State>());
   uint32_t n = r.u32();
-  if (!r.ok() || n != transports_.size()) return fail("snapshot device list does not match its config");
+  if (!r.ok() || n != transports_.size())
+    return fail("snapshot device list does not match its config");
   for (size_t i = 0; i < n; ++i) {
     std::string kind = r.blob();
     std::string blob = r.blob();
-    if (!r.ok() || kind != transport_kinds_[i]) return fail("snapshot device " + std::to_string(i) + " mismatch");
+    if (!r.ok() || kind != transport_kinds_[i])
+      return fail("snapshot device " + std::to_string(i) + " mismatch");
     if (auto st = transports_[i]->restore_state(blob); !st)
       return fail(with_context("device " + kind, st.error()).error);
   }
@@ -672,27 +725,37 @@ Status MachineImpl::restore_state(const std::string& state, const RestoreOptions
 }  // namespace
 
 Result<std::unique_ptr<Machine>> Machine::create(const VmConfig& config) {
+  install_kick_handler();  // here, not on a (filtered) thread that calls start()
   auto m = std::make_unique<MachineImpl>();
   m->config_ = config;
   m->serial_fd_ = config.serial_fd;
   m->capture_ = config.capture_serial;
+  m->seccomp_ = config.seccomp;
   auto mem = GuestMemory::create_memfd(config.mem_bytes);
   if (!mem) return fail(mem.error());
-  if (auto st = m->init_kvm(config.mem_bytes, config.vcpus, std::move(*mem)); !st) return fail(st.error());
-  if (auto st = m->init_devices(config, config.vsock_uds_path, config.tap_name); !st) return fail(st.error());
+  if (auto st = m->init_kvm(config.mem_bytes, config.vcpus, std::move(*mem)); !st)
+    return fail(st.error());
+  if (auto st = m->init_devices(config, config.vsock_uds_path, config.tap_name); !st)
+    return fail(st.error());
   if (auto st = m->boot_setup(config); !st) return fail(st.error());
+  if (auto st = m->spawn_threads(); !st) return fail(st.error());
   return std::unique_ptr<Machine>(std::move(m));
 }
 
-Result<std::unique_ptr<Machine>> Machine::restore(const std::string& dir, const RestoreOptions& opts) {
+Result<std::unique_ptr<Machine>> Machine::restore(const std::string& dir,
+                                                  const RestoreOptions& opts) {
+  install_kick_handler();
   auto m = std::make_unique<MachineImpl>();
   auto state = read_file(dir + "/state");
   if (!state) return fail(state.error());
-  if (state->size() < 32 || state->size() > kMaxSnapshotStateBytes) return fail(dir + "/state: bad size");
+  if (state->size() < 32 || state->size() > kMaxSnapshotStateBytes)
+    return fail(dir + "/state: bad size");
   std::string body = state->substr(0, state->size() - 32);
-  if (sha256(body) != state->substr(state->size() - 32)) return fail(dir + "/state: checksum mismatch");
+  if (sha256(body) != state->substr(state->size() - 32))
+    return fail(dir + "/state: checksum mismatch");
   snapshot::Reader r(body);
-  if (r.u64() != kStateMagic || r.u32() != kStateVersion) return fail(dir + "/state: not a cordon-vmm snapshot v1");
+  if (r.u64() != kStateMagic || r.u32() != kStateVersion)
+    return fail(dir + "/state: not a cordon-vmm snapshot v1");
   r.blob();
   r.blob();
   r.u32();
@@ -701,10 +764,13 @@ Result<std::unique_ptr<Machine>> Machine::restore(const std::string& dir, const 
   if (!r.ok()) return fail(dir + "/state: truncated");
   m->serial_fd_ = opts.serial_fd;
   m->capture_ = opts.capture_serial;
+  m->seccomp_ = opts.seccomp;
   auto mem = GuestMemory::map_file_private(dir + "/memory", mem_bytes);
   if (!mem) return fail(mem.error());
-  if (auto st = m->init_kvm(mem_bytes, static_cast<int>(vcpus), std::move(*mem)); !st) return fail(st.error());
+  if (auto st = m->init_kvm(mem_bytes, static_cast<int>(vcpus), std::move(*mem)); !st)
+    return fail(st.error());
   if (auto st = m->restore_state(body, opts); !st) return fail(with_context(dir, st.error()).error);
+  if (auto st = m->spawn_threads(); !st) return fail(st.error());
   if (auto st = m->pause(); !st) return fail(st.error());  // runs on resume()
   if (auto st = m->start(); !st) return fail(st.error());
   return std::unique_ptr<Machine>(std::move(m));

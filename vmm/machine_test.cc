@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -20,7 +21,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string guest(const std::string& name) { return std::string(CORDON_VMM_GUEST_DIR) + "/" + name; }
+std::string guest(const std::string& name) {
+  return std::string(CORDON_VMM_GUEST_DIR) + "/" + name;
+}
 
 bool have_kvm() {
   int fd = ::open("/dev/kvm", O_RDWR | O_CLOEXEC);
@@ -29,11 +32,11 @@ bool have_kvm() {
   return true;
 }
 
-#define REQUIRE_KVM()                                   \
-  do {                                                  \
-    if (!have_kvm()) {                                  \
+#define REQUIRE_KVM()                                    \
+  do {                                                   \
+    if (!have_kvm()) {                                   \
       GTEST_SKIP() << "SKIPPED: /dev/kvm not available"; \
-    }                                                   \
+    }                                                    \
   } while (0)
 
 std::string temp_dir() {
@@ -55,7 +58,8 @@ std::unique_ptr<Machine> boot_and_wait(const VmConfig& c, std::chrono::milliseco
   EXPECT_TRUE(m) << (m ? "" : m.error().message);
   if (!m) return nullptr;
   EXPECT_TRUE((*m)->start());
-  EXPECT_TRUE((*m)->wait_stopped(limit)) << "guest did not stop; output so far:\n" << (*m)->serial_output();
+  EXPECT_TRUE((*m)->wait_stopped(limit)) << "guest did not stop; output so far:\n"
+                                         << (*m)->serial_output();
   (*m)->stop();
   return std::move(*m);
 }
@@ -109,7 +113,8 @@ TEST(MachineBoot, PvhEntry) {
   c.cmdline = "pvh-cmdline";
   auto m = boot_and_wait(c);
   ASSERT_TRUE(m);
-  EXPECT_NE(m->serial_output().find("PVH ok cmdline: pvh-cmdline"), std::string::npos) << m->serial_output();
+  EXPECT_NE(m->serial_output().find("PVH ok cmdline: pvh-cmdline"), std::string::npos)
+      << m->serial_output();
 }
 
 TEST(MachineBoot, RejectsGarbageKernel) {
@@ -143,7 +148,8 @@ TEST(MachineVirtio, RngGuestReadsRandomBytes) {
   std::smatch a;
   std::regex re("rng: 64 bytes ([0-9a-f]{32})");
   std::vector<std::string> got;
-  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+       ++it)
     got.push_back((*it)[1]);
   ASSERT_EQ(got.size(), 2u) << out;
   EXPECT_NE(got[0], got[1]);
@@ -159,7 +165,8 @@ namespace {
 int last_tick(const std::string& out) {
   int last = -1;
   std::regex re("tick ([0-9]+)\n");
-  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+       ++it)
     last = std::stoi((*it)[1]);
   return last;
 }
@@ -376,7 +383,8 @@ TEST(MachineVirtio, NetFrameBothWaysOnTap) {
       char buf[2048];
       ssize_t n = ::recv(ps, buf, sizeof buf, 0);
       if (n <= 0) break;
-      if (n >= 30 && static_cast<uint8_t>(buf[12]) == 0x88 && static_cast<uint8_t>(buf[13]) == 0xB5) {
+      if (n >= 30 && static_cast<uint8_t>(buf[12]) == 0x88 &&
+          static_cast<uint8_t>(buf[13]) == 0xB5) {
         frame.assign(buf, static_cast<size_t>(n));
         break;
       }

@@ -26,13 +26,14 @@ struct VmConfig {
   int serial_fd = -1;           // where guest console output goes (-1: nowhere)
   bool capture_serial = false;  // also keep it in memory (serial_output())
 
-  bool rng = false;               // virtio-rng fed from getrandom()
-  std::string vsock_uds_path;     // non-empty: virtio-vsock, host side on this Unix socket
+  bool rng = false;            // virtio-rng fed from getrandom()
+  std::string vsock_uds_path;  // non-empty: virtio-vsock, host side on this Unix socket
   uint32_t guest_cid = 3;
-  std::string tap_name;           // non-empty: virtio-net on this TAP device
+  std::string tap_name;  // non-empty: virtio-net on this TAP device
   std::string mac = "06:00:ac:10:00:02";
-  std::string block_base;         // non-empty: virtio-blk over this raw image (opened read-only)
-  std::string block_overlay;      // copy-on-write overlay file for writes (empty: read-only disk)
+  std::string block_base;     // non-empty: virtio-blk over this raw image (opened read-only)
+  std::string block_overlay;  // copy-on-write overlay file for writes (empty: read-only disk)
+  bool seccomp = false;       // per-thread seccomp filters (vmm/seccomp.h)
 };
 
 enum class MachineState { kCreated, kRunning, kPaused, kStopped };
@@ -40,12 +41,12 @@ std::string to_string(MachineState s);
 
 struct MachineStatus {
   MachineState state = MachineState::kCreated;
-  std::string stop_reason;       // "reset", "shutdown", "stopped", or an error text
-  double setup_ms = 0;           // creation start -> vCPU threads released
-  double first_exit_ms = -1;     // creation start -> first VM exit (the guest ran)
-  double boot_ms = -1;           // creation start -> boot-timer write (guest said "booted")
+  std::string stop_reason;    // "reset", "shutdown", "stopped", or an error text
+  double setup_ms = 0;        // creation start -> vCPU threads released
+  double first_exit_ms = -1;  // creation start -> first VM exit (the guest ran)
+  double boot_ms = -1;        // creation start -> boot-timer write (guest said "booted")
   uint64_t exits = 0;
-  double exits_per_second = 0;   // over the last status interval
+  double exits_per_second = 0;  // over the last status interval
   double uptime_s = 0;
   std::string host_kind;
   uint64_t mem_bytes = 0;
@@ -55,9 +56,10 @@ struct MachineStatus {
 struct RestoreOptions {
   int serial_fd = -1;
   bool capture_serial = false;
-  std::string vsock_uds_path;  // override the snapshot's (each clone needs its own)
-  std::string tap_name;        // override
+  std::string vsock_uds_path;        // override the snapshot's (each clone needs its own)
+  std::string tap_name;              // override
   bool allow_host_mismatch = false;  // tests only
+  bool seccomp = false;
 };
 
 class Machine {
@@ -70,12 +72,12 @@ class Machine {
   static Result<std::unique_ptr<Machine>> restore(const std::string& snapshot_dir,
                                                   const RestoreOptions& options);
 
-  virtual Status start() = 0;   // releases the vCPU threads
-  virtual Status pause() = 0;   // all vCPUs out of KVM_RUN, device threads quiet
+  virtual Status start() = 0;  // releases the vCPU threads
+  virtual Status pause() = 0;  // all vCPUs out of KVM_RUN, device threads quiet
   virtual Status resume() = 0;
   // Pauses if running, writes <dir>/state and <dir>/memory, stays paused.
   virtual Status snapshot(const std::string& dir) = 0;
-  virtual void stop() = 0;      // idempotent; joins every thread
+  virtual void stop() = 0;  // idempotent; joins every thread
   // Waits until the guest stops by itself (reset, shutdown, error) or the timeout passes.
   virtual bool wait_stopped(std::chrono::milliseconds timeout) = 0;
   virtual MachineStatus status() = 0;

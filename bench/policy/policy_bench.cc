@@ -38,7 +38,8 @@ Fixture build(int n) {
   std::mt19937 rng(7);
   for (int i = 0; i < n; ++i) {
     const std::string id = "d" + std::to_string(i);
-    const std::string domain = "svc" + std::to_string(i) + ".example" + std::to_string(i % 97) + ".com";
+    const std::string domain =
+        "svc" + std::to_string(i) + ".example" + std::to_string(i % 97) + ".com";
     std::string pattern;
     int kind = static_cast<int>(rng() % 100);
     if (kind < 70) {
@@ -109,8 +110,12 @@ void run(benchmark::State& state, std::size_t count) {
       benchmark::Counter(static_cast<double>(allowed) / static_cast<double>(state.iterations()));
 }
 
-void Decide(benchmark::State& state) { run(state, 256); }
-void DecideCold(benchmark::State& state) { run(state, 262144); }
+void Decide(benchmark::State& state) {
+  run(state, 256);
+}
+void DecideCold(benchmark::State& state) {
+  run(state, 262144);
+}
 
 BENCHMARK(Decide)->Arg(10)->Arg(1000)->Arg(100000);
 BENCHMARK(DecideCold)->Arg(10)->Arg(1000)->Arg(100000);

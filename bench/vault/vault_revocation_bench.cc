@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,8 +35,8 @@ long long now_ns() {
   return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-// Runs argv, returns its stdout (empty on failure).
-std::string run(const std::vector<std::string>& argv) {
+// Runs argv, returns its stdout; nullopt if it could not start or failed.
+std::optional<std::string> run(const std::vector<std::string>& argv) {
   int out[2];
   if (::pipe(out) != 0) return {};
   posix_spawn_file_actions_t fa;
@@ -50,15 +51,17 @@ std::string run(const std::vector<std::string>& argv) {
   posix_spawn_file_actions_destroy(&fa);
   ::close(out[1]);
   std::string s;
+  bool ok = false;
   if (rc == 0) {
     char buf[256];
     ssize_t n;
     while ((n = ::read(out[0], buf, sizeof buf)) > 0) s.append(buf, size_t(n));
     int status;
     ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) s.clear();
+    ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   }
   ::close(out[0]);
+  if (!ok) return std::nullopt;
   return s;
 }
 
@@ -99,6 +102,7 @@ int main(int argc, char** argv) {
   const bool have_cli = std::filesystem::exists(CORDON_BIN);
   Stats helper_stats, cli_stats;
   long long lookups = 0;
+  int late_passes = 0;
   for (int mode = 0; mode < 2; ++mode) {
     if (mode == 1 && !have_cli) break;
     for (int r = 0; r < rounds; ++r) {
@@ -108,11 +112,14 @@ int main(int argc, char** argv) {
       if (!t) return 1;
       std::string token(t->token.view());
       std::atomic<long long> refused_at{0};
+      std::atomic<long long> last_ok_start{0};  // start time of the last lookup that passed
       std::atomic<bool> started{false};
       std::thread looker([&]() {
         long long n = 0;
         for (;;) {
+          long long start = now_ns();
           bool ok = vault->lookup_token(token, "").ok();
+          if (ok) last_ok_start = start;
           ++n;
           started = true;
           if (!ok) {
@@ -124,16 +131,19 @@ int main(int argc, char** argv) {
       });
       while (!started) std::this_thread::yield();
       long long spawn_at = now_ns();
-      std::string out = mode == 0
-                            ? run({VAULT_HELPER, "revoke", state.root, t->id})
-                            : run({CORDON_BIN, "--state", state.root, "token", "revoke", t->id});
+      auto out = mode == 0 ? run({VAULT_HELPER, "revoke", state.root, t->id})
+                           : run({CORDON_BIN, "--state", state.root, "token", "revoke", t->id});
       looker.join();
-      if (out.empty()) {
+      if (!out || (mode == 0 && out->empty())) {
         std::fprintf(stderr, "revoking process failed\n");
         return 1;
       }
-      if (mode == 0)
-        helper_stats.ms.push_back(double(refused_at - std::stoll(out)) / 1e6);
+      if (mode == 0) {
+        long long committed = std::stoll(*out);
+        helper_stats.ms.push_back(double(refused_at - committed) / 1e6);
+        // The property itself: no lookup that began after the commit returned may pass.
+        if (last_ok_start > committed) ++late_passes;
+      }
       else
         cli_stats.ms.push_back(double(refused_at - spawn_at) / 1e6);
     }
@@ -143,6 +153,8 @@ int main(int argc, char** argv) {
     cli_stats.print("spawn of `cordon token revoke` -> first refused lookup");
   else
     std::printf("cordon binary not built (%s): CLI rounds skipped\n", CORDON_BIN);
+  std::printf("lookups that began after the other process's commit and still passed: %d\n",
+              late_passes);
   std::printf("(%lld lookups made while waiting)\n", lookups);
   vault.reset();
   std::filesystem::remove_all(dir);

@@ -32,8 +32,8 @@ const std::string* MessageHead::find(std::string_view name) const {
 }
 
 size_t MessageHead::count(std::string_view name) const {
-  return static_cast<size_t>(std::count_if(headers.begin(), headers.end(),
-                                           [&](const Header& h) { return iequals(h.first, name); }));
+  return static_cast<size_t>(std::count_if(
+      headers.begin(), headers.end(), [&](const Header& h) { return iequals(h.first, name); }));
 }
 
 namespace {
@@ -187,8 +187,9 @@ int HttpParser::on_headers_complete(llhttp_t* p) {
   for (const auto& [k, v] : h.headers) {
     for (unsigned char c : k) {
       // RFC 9110 tchar.
-      bool t = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
+      bool t =
+          (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
       if (!t) return s->fail(400, "invalid character in header name");
     }
     for (unsigned char c : v) {
@@ -249,9 +250,9 @@ int HttpParser::on_message_complete(llhttp_t* p) {
       // Trailers never carry framing, routing or credentials: an upstream that merges
       // trailers into headers must not receive what the head was checked without.
       static constexpr std::string_view kDropped[] = {
-          "content-length", "transfer-encoding", "host",          "authorization",
-          "cookie",         "connection",        "proxy-authorization", "te",
-          "trailer",        "upgrade",           "set-cookie"};
+          "content-length", "transfer-encoding",   "host", "authorization", "cookie",
+          "connection",     "proxy-authorization", "te",   "trailer",       "upgrade",
+          "set-cookie"};
       bool drop = false;
       for (auto d : kDropped) drop = drop || iequals(k, d);
       for (const auto& d : s->dropped_trailers_) drop = drop || iequals(k, d);

@@ -5,17 +5,17 @@
 #include <openssl/ssl.h>
 
 #include <atomic>
-#include <cstring>
-#include <utility>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "gateway/gateway.h"
@@ -112,7 +112,7 @@ struct Metrics {
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};
   static constexpr double kBucketsSec[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                           0.1,    0.25,  0.5,    1,     2.5,   5,     10};
+                                           0.1,    0.25,  0.5,    1,     2.5,  5,     10};
   static constexpr size_t kBuckets = sizeof(kBucketsSec) / sizeof(kBucketsSec[0]);
   std::atomic<uint64_t> latency_bucket[kBuckets + 1]{};
   std::atomic<uint64_t> latency_sum_us{0};
@@ -140,8 +140,8 @@ struct HandshakeState {
   std::string expected_host;  // CONNECT authority host; empty in transparent mode
   std::string profile;        // transparent mode: the SNI must be a destination of it
   uint16_t port = 443;
-  std::string sni;            // set when accepted
-  std::string refusal;        // set when refused
+  std::string sni;      // set when accepted
+  std::string refusal;  // set when refused
 };
 
 }  // namespace cordon::gateway::detail

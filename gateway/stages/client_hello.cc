@@ -313,27 +313,29 @@ HelloParse parse_client_hello(std::string_view in) {
     unsigned type = uint8_t(in[pos]);
     unsigned version = (unsigned(uint8_t(in[pos + 1])) << 8) | uint8_t(in[pos + 2]);
     size_t len = (size_t(uint8_t(in[pos + 3])) << 8) | uint8_t(in[pos + 4]);
-    std::string where =
-        "record " + std::to_string(hello.record_count) + " at offset " + std::to_string(pos);
+    // Built only on the error paths: the common path allocates nothing per record.
+    auto where = [&] {
+      return "record " + std::to_string(hello.record_count) + " at offset " + std::to_string(pos);
+    };
     if (type != kContentHandshake) {
-      return error(where + ": content type " + std::to_string(type) + " inside the ClientHello");
+      return error(where() + ": content type " + std::to_string(type) + " inside the ClientHello");
     }
     if (!version_acceptable(version)) {
-      return error(where + ": record version " + hex16(version) +
+      return error(where() + ": record version " + hex16(version) +
                    " refused (accepted: 0x0301..0x0303)");
     }
     if (hello.record_count == 0) {
       hello.record_version = uint16_t(version);
     } else if (version != hello.record_version) {
-      return error(where + ": record version " + hex16(version) + " differs from the first (" +
+      return error(where() + ": record version " + hex16(version) + " differs from the first (" +
                    hex16(hello.record_version) + ")");
     }
-    if (len == 0) return error(where + ": zero-length handshake record");
+    if (len == 0) return error(where() + ": zero-length handshake record");
     if (len > kMaxTlsRecordPayloadBytes) {
-      return error(where + ": record length " + std::to_string(len) + " exceeds 2^14");
+      return error(where() + ": record length " + std::to_string(len) + " exceeds 2^14");
     }
     if (pos + kRecordHeaderBytes + len > kMaxClientHelloBytes) {
-      return error(where + ": ClientHello exceeds " + std::to_string(kMaxClientHelloBytes) +
+      return error(where() + ": ClientHello exceeds " + std::to_string(kMaxClientHelloBytes) +
                    " bytes on the wire");
     }
     size_t available = std::min(len, in.size() - pos - kRecordHeaderBytes);
@@ -358,7 +360,7 @@ HelloParse parse_client_hello(std::string_view in) {
       }
       size_t total = body_len + kHandshakeHeaderBytes;
       if (message.size() > total) {
-        return error(where + ": " + std::to_string(message.size() - total) +
+        return error(where() + ": " + std::to_string(message.size() - total) +
                      " bytes after the ClientHello in its record");
       }
       if (message.size() == total && record_complete) {

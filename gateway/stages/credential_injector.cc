@@ -112,6 +112,7 @@ void find_in_layer(std::string_view s, std::vector<FoundToken>& out) {
   while (i + kTokenPrefix.size() <= s.size()) {
     size_t at = std::string_view::npos;
     for (size_t k = i; k + kTokenPrefix.size() <= s.size(); ++k) {
+      if ((s[k] | 0x20) != 'c') continue;  // cheap first-byte filter before the full compare
       if (ascii_iequals(s.substr(k, kTokenPrefix.size()), kTokenPrefix)) {
         at = k;
         break;
@@ -131,6 +132,8 @@ void find_in_layer(std::string_view s, std::vector<FoundToken>& out) {
       bool dup = std::any_of(out.begin(), out.end(),
                              [&](const FoundToken& f) { return f.token == t.token; });
       if (!dup) out.push_back(std::move(t));
+      // Past the cap the request is refused anyway; stop before the dedupe turns quadratic.
+      if (out.size() > kMaxTokensPerRequest) return;
       i = j;
     } else {
       i = at + 1;
@@ -187,6 +190,7 @@ InjectionReport deny(InjectionReport r, std::string reason, std::string detail) 
 // tokens found in the credential header(s).
 std::vector<FoundToken> strip_and_classify(HeaderList& headers, std::string_view target,
                                            const InjectionSpec* spec, bool spec_usable,
+                                           const std::vector<std::string>& also_strip,
                                            InjectionReport& report) {
   Scan scan = scan_request(headers, target);
   std::vector<FoundToken> credential_tokens;
@@ -196,18 +200,25 @@ std::vector<FoundToken> strip_and_classify(HeaderList& headers, std::string_view
   kept.reserve(headers.size());
   for (size_t i = 0; i < headers.size(); ++i) {
     bool is_credential_header = spec_usable && ascii_iequals(headers[i].name, spec->header);
+    bool is_other_credential_header =
+        std::any_of(also_strip.begin(), also_strip.end(),
+                    [&](const std::string& n) { return ascii_iequals(headers[i].name, n); });
     const auto& found = scan.in_header[i];
+    bool strip = is_credential_header || is_other_credential_header || !found.empty();
     // A name that itself holds a token must not reach the audit line or an error body.
-    std::string shown = found.empty() || find_proxy_tokens(headers[i].name).empty()
-                            ? headers[i].name
-                            : std::string("(a header name holding a token)");
+    std::string shown;
+    if (strip) {
+      shown = found.empty() || find_proxy_tokens(headers[i].name).empty()
+                  ? headers[i].name
+                  : std::string("(a header name holding a token)");
+    }
     if (is_credential_header) {
       credential_tokens.insert(credential_tokens.end(), found.begin(), found.end());
     } else if (!found.empty() && misuse_where.empty()) {
       misuse_where = "header " + shown;
       misuse_id = found.front().id;
     }
-    if (is_credential_header || !found.empty()) {
+    if (strip) {
       report.stripped_headers.push_back(std::move(shown));
     } else {
       kept.push_back(std::move(headers[i]));
@@ -270,17 +281,19 @@ std::vector<FoundToken> find_proxy_tokens(std::string_view text) {
 }
 
 InjectionReport strip_credentials(HeaderList& headers, std::string_view target,
-                                  const InjectionSpec* spec) {
+                                  const InjectionSpec* spec,
+                                  const std::vector<std::string>& also_strip) {
   InjectionReport report;
   bool usable = spec != nullptr && !spec_problem(*spec);
   if (spec) report.credential = spec->name;
-  strip_and_classify(headers, target, spec, usable, report);
+  strip_and_classify(headers, target, spec, usable, also_strip, report);
   return report;
 }
 
 InjectionReport inject_credentials(HeaderList& headers, std::string_view target,
                                    const InjectionSpec* spec, bool tls, const SecretSource& secrets,
-                                   const TokenVerifier& verify) {
+                                   const TokenVerifier& verify,
+                                   const std::vector<std::string>& also_strip) {
   InjectionReport report;
   std::optional<std::string> problem;
   if (spec) {
@@ -289,7 +302,7 @@ InjectionReport inject_credentials(HeaderList& headers, std::string_view target,
   }
   // Threat 17: strip first, whatever happens next.
   std::vector<FoundToken> tokens =
-      strip_and_classify(headers, target, spec, spec != nullptr && !problem, report);
+      strip_and_classify(headers, target, spec, spec != nullptr && !problem, also_strip, report);
   if (!report.allowed) return report;
   if (!spec) return report;  // no credential for this destination: nothing to inject
   if (problem) {

@@ -73,17 +73,22 @@ struct InjectionReport {
 };
 
 // Allowed request: strips, then injects or swaps (or refuses). `headers` is rewritten in place;
-// on refusal it is still stripped (never forward it anyway). `spec` null = the destination has
-// no credential. `tls` = the request came over TLS that the gateway terminated.
+// on refusal it is still stripped (never forward it anyway). `spec` null = the matched route
+// has no credential. `tls` = the request came over TLS that the gateway terminated.
+// `also_strip`: header names that OTHER credentials of the same destination set (other
+// routes); they are removed too, and a token in them counts as misuse (design.md §2 step 6:
+// strip what the destination's credentials set, whichever route matched).
 InjectionReport inject_credentials(HeaderList& headers, std::string_view target,
                                    const InjectionSpec* spec, bool tls, const SecretSource& secrets,
-                                   const TokenVerifier& verify);
+                                   const TokenVerifier& verify,
+                                   const std::vector<std::string>& also_strip = {});
 
-// Denied (or report-mode) request: removes the credential's header(s) and every header that
-// carries a proxy token; reports token_misuse when a token sat anywhere but in the credential
-// header. Never injects, never calls the vault.
+// Denied (or report-mode) request: removes the credential's header(s), the `also_strip`
+// headers and every header that carries a proxy token; reports token_misuse when a token sat
+// anywhere but in the credential header. Never injects, never calls the vault.
 InjectionReport strip_credentials(HeaderList& headers, std::string_view target,
-                                  const InjectionSpec* spec);
+                                  const InjectionSpec* spec,
+                                  const std::vector<std::string>& also_strip = {});
 
 // A token-shaped string found in text: the candidate as it would be looked up, and its id.
 struct FoundToken {

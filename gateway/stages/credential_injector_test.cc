@@ -131,6 +131,30 @@ TEST(Inject, T17_StripOnlyPathForDeniedRequests) {
   EXPECT_EQ(r2.token_id, "t1");
 }
 
+TEST(Inject, T17_OtherCredentialHeadersOfTheDestinationStripped) {
+  FakeVault vault;
+  InjectionSpec spec = github();
+  HeaderList h{{"Host", "api.github.com"}, {"X-Api-Key", "client-chosen"}, {"Accept", "*/*"}};
+  InjectionReport r =
+      inject_credentials(h, "/", &spec, true, vault.secrets(), vault.verifier(), {"x-api-key"});
+  ASSERT_TRUE(r.allowed) << r.detail;
+  EXPECT_EQ(count_named(h, "X-Api-Key"), 0);
+  EXPECT_EQ(count_named(h, "Authorization"), 1);
+  // Route without a credential on a destination that has one: strip only, no injection.
+  HeaderList h2{{"Authorization", "Bearer mine"}, {"Accept", "*/*"}};
+  InjectionReport r2 = inject_credentials(h2, "/", nullptr, true, vault.secrets(), vault.verifier(),
+                                          {"Authorization"});
+  ASSERT_TRUE(r2.allowed);
+  EXPECT_EQ(r2.action, InjectionAction::kNone);
+  EXPECT_EQ(h2, (HeaderList{{"Accept", "*/*"}}));
+  // A token in another credential's header is misuse, also on the strip-only path.
+  HeaderList h3{{"X-Api-Key", vault.good}};
+  InjectionReport r3 = strip_credentials(h3, "/", &spec, {"X-Api-Key"});
+  EXPECT_FALSE(r3.allowed);
+  EXPECT_EQ(r3.reason, "token_misuse");
+  EXPECT_TRUE(h3.empty());
+}
+
 TEST(Inject, SwapsValidTokenInTheCredentialHeader) {
   FakeVault vault;
   HeaderList h{{"Host", "api.github.com"}, {"Authorization", "Bearer " + vault.good}};

@@ -266,20 +266,20 @@ RequestVerdict check_request(const RequestHead& head, const ChannelFacts& facts,
       return reject(400, "invalid_header_value",
                     "header " + h.name + " has control bytes, CR or LF in its value (obs-fold?)");
     }
-    std::string lname = ascii_lower(h.name);
-    if (lname == "host")
+    const std::string& n = h.name;
+    if (ascii_iequals(n, "host"))
       host_h.push_back(&h);
-    else if (lname == "content-length")
+    else if (ascii_iequals(n, "content-length"))
       cl_h.push_back(&h);
-    else if (lname == "transfer-encoding")
+    else if (ascii_iequals(n, "transfer-encoding"))
       te_h.push_back(&h);
-    else if (lname == "upgrade")
+    else if (ascii_iequals(n, "upgrade"))
       upgrade_h.push_back(&h);
-    else if (lname == "expect")
+    else if (ascii_iequals(n, "expect"))
       expect_h.push_back(&h);
-    else if (lname == "connection")
+    else if (ascii_iequals(n, "connection"))
       connection_h.push_back(&h);
-    else if (lname == "http2-settings")
+    else if (ascii_iequals(n, "http2-settings"))
       has_http2_settings = true;
   }
 

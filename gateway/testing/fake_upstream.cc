@@ -75,7 +75,8 @@ uint64_t query_n(const std::string& target) {
 
 }  // namespace
 
-FakeUpstream::FakeUpstream(const std::vector<std::string>& names, bool tls)
+FakeUpstream::FakeUpstream(const std::vector<std::string>& names, bool tls, uint16_t port,
+                           bool any_address)
     : ca_("fake upstream test CA"), tls_(tls) {
   if (tls_) {
     ctx_ = SSL_CTX_new(TLS_server_method());
@@ -88,7 +89,8 @@ FakeUpstream::FakeUpstream(const std::vector<std::string>& names, bool tls)
   setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_addr.s_addr = htonl(any_address ? INADDR_ANY : INADDR_LOOPBACK);
+  a.sin_port = htons(port);
   if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
       ::listen(listen_fd_, 128) != 0) {
     throw std::runtime_error("fake upstream: bind/listen failed");
@@ -248,7 +250,8 @@ void FakeUpstream::serve(int fd) {
       body = line + "\n";
       for (const auto& [k, v] : h) body += k + "\n";
       body += "body-bytes: " + std::to_string(total) + "\n";
-      if (h.count("authorization")) extra += "X-Echo-Authorization: " + header_or("authorization") + "\r\n";
+      if (h.count("authorization"))
+        extra += "X-Echo-Authorization: " + header_or("authorization") + "\r\n";
       if (h.count("x-api-key")) extra += "X-Echo-Api-Key: " + header_or("x-api-key") + "\r\n";
     }
     std::string resp = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + extra +

@@ -25,7 +25,10 @@ namespace cordon::gateway::testing {
 class FakeUpstream {
  public:
   // TLS server presenting a leaf for `names`, signed by its own CA. tls=false: plain HTTP.
-  FakeUpstream(const std::vector<std::string>& names, bool tls = true);
+  // Listens on 127.0.0.1, port 0 unless `port`/`any_address` say otherwise (the transparent
+  // tests run it on 0.0.0.0:443 inside a namespace of their own).
+  FakeUpstream(const std::vector<std::string>& names, bool tls = true, uint16_t port = 0,
+               bool any_address = false);
   ~FakeUpstream();
   uint16_t port() const { return port_; }
   const TestCa& ca() const { return ca_; }

@@ -24,8 +24,7 @@ const FakeDestination* FakePolicy::find(std::string_view profile, std::string_vi
 }
 
 std::optional<DestinationInfo> FakePolicy::destination(std::string_view profile,
-                                                       std::string_view host,
-                                                       uint16_t port) const {
+                                                       std::string_view host, uint16_t port) const {
   const auto* d = find(profile, host, port);
   if (!d) return std::nullopt;
   DestinationInfo info;
@@ -66,9 +65,8 @@ Decision FakePolicy::decide(const RequestFacts& f) const {
 }
 
 Result<std::string> FakePolicy::canonicalize_path(std::string_view target) const {
-  static constexpr std::string_view kAmbiguous[] = {"..",  "%2e", "%2E", "%2f", "%2F", "%5c",
-                                                    "%5C", "\\",  "%00", "//",  "%23", "%3f",
-                                                    "%3F"};
+  static constexpr std::string_view kAmbiguous[] = {"..", "%2e", "%2E", "%2f", "%2F", "%5c", "%5C",
+                                                    "\\", "%00", "//",  "%23", "%3f", "%3F"};
   for (auto a : kAmbiguous) {
     if (target.find(a) != std::string_view::npos) return fail("ambiguous path");
   }

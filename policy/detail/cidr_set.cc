@@ -75,7 +75,8 @@ bool parse_cidr(std::string_view text, Cidr* out, std::string* error) {
     std::string_view p = text.substr(slash + 1);
     int value = 0;
     auto [ptr, ec] = std::from_chars(p.data(), p.data() + p.size(), value);
-    if (p.empty() || p[0] < '0' || p[0] > '9' || ec != std::errc{} || ptr != p.data() + p.size() || p.size() > 3) {
+    if (p.empty() || p[0] < '0' || p[0] > '9' || ec != std::errc{} || ptr != p.data() + p.size() ||
+        p.size() > 3) {
       *error = "invalid CIDR '" + std::string(text) + "': prefix length is not a number";
       return false;
     }

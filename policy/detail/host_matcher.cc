@@ -67,8 +67,9 @@ bool parse_host_pattern(std::string_view text, HostPattern* pattern, std::string
   }
   std::size_t n = normalize_host(text, buf);
   if (n == 0) {
-    *error = "not a valid host name (labels of a-z, 0-9, '-', '_', at most 63 bytes each, "
-             "253 in all)";
+    *error =
+        "not a valid host name (labels of a-z, 0-9, '-', '_', at most 63 bytes each, "
+        "253 in all)";
     return false;
   }
   pattern->kind = kind;
@@ -122,12 +123,27 @@ void HostMatcher::add(const HostPattern& pattern, std::uint32_t id) {
 void HostMatcher::finish() {
   ranges_.clear();
   ids_.clear();
-  for (const auto& l : building_) {
+  std::vector<std::uint32_t> handle(building_.size());
+  for (std::size_t i = 0; i < building_.size(); ++i) {
+    const auto& l = building_[i];
+    if (l.size() == 1 && l[0] < kSingle) {
+      handle[i] = kSingle | l[0];
+      continue;
+    }
     Range r;
     r.begin = static_cast<std::uint32_t>(ids_.size());
     ids_.insert(ids_.end(), l.begin(), l.end());
     r.end = static_cast<std::uint32_t>(ids_.size());
+    handle[i] = static_cast<std::uint32_t>(ranges_.size());
     ranges_.push_back(r);
+  }
+  auto remap = [&](std::uint32_t list) {
+    return list == StringIndex::kMissing ? list : handle[list];
+  };
+  exact_.remap_values(remap);
+  for (Node& n : nodes_) {
+    n.one_label = remap(n.one_label);
+    n.any_depth = remap(n.any_depth);
   }
   building_.clear();
   building_.shrink_to_fit();

@@ -57,20 +57,28 @@ class HostMatcher {
   std::uint32_t add_child(std::uint32_t parent, std::string_view label);
   std::uint32_t new_list();
 
+  // A list handle is kMissing, a single id tagged with kSingle (most patterns have one
+  // candidate: no indirection, one cache miss less), or an index into ranges_.
+  static constexpr std::uint32_t kSingle = 0x80000000u;
+
   template <class Accept>
   std::uint32_t try_list(std::uint32_t list, Accept& accept) const {
     if (list == StringIndex::kMissing) return StringIndex::kMissing;
+    if (list & kSingle) {
+      const std::uint32_t id = list & ~kSingle;
+      return accept(id) ? id : StringIndex::kMissing;
+    }
     const Range r = ranges_[list];
     for (std::uint32_t k = r.begin; k < r.end; ++k)
       if (accept(ids_[k])) return ids_[k];
     return StringIndex::kMissing;
   }
 
-  StringIndex exact_;  // host -> list
-  StringIndex edges_;  // (parent node, label) -> child node
-  std::vector<Node> nodes_{Node{}};  // node 0 is the root
+  StringIndex exact_;                                 // host -> list
+  StringIndex edges_;                                 // (parent node, label) -> child node
+  std::vector<Node> nodes_{Node{}};                   // node 0 is the root
   std::vector<std::vector<std::uint32_t>> building_;  // lists while adding
-  std::vector<Range> ranges_;                          // lists after finish()
+  std::vector<Range> ranges_;                         // lists after finish()
   std::vector<std::uint32_t> ids_;
 };
 

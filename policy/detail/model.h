@@ -46,35 +46,49 @@ bool glob_match(const std::vector<GlobSegment>& glob, std::string_view path);
 bool compile_glob(std::string_view pattern, std::vector<GlobSegment>* out, std::string* error);
 
 struct Route {
-  std::string id;
+  // Hot fields first (read for every route tried).
   bool allow = true;
-  std::uint16_t methods = kAnyMethod;
   PathKind path_kind = PathKind::kAny;
-  std::string path;  // exact, prefix or glob text
-  std::vector<GlobSegment> glob;
+  std::uint16_t methods = kAnyMethod;
   std::uint32_t credential = StringIndex::kMissing;  // index into credentials
+  std::string path;                                  // exact, prefix or glob text
+  std::vector<GlobSegment> glob;
+  std::string id;
   int line = 0;
 };
 
 struct Destination {
-  std::string id;
-  std::vector<std::string> hosts;  // as normalized patterns ("*.x.com")
-  std::vector<std::uint16_t> ports;
+  // Hot fields first: a decision reads these from one cache line.
+  std::uint64_t profile_bits = 0;  // bit i: profile i (< 64) lists this destination
+  std::uint16_t inline_ports[4] = {0, 0, 0, 0};
+  std::uint8_t inline_port_count = 0;
   TlsMode tls = TlsMode::kIntercept;
   Plaintext plaintext = Plaintext::kDeny;
   std::vector<Route> routes;
+  std::vector<std::uint16_t> ports;  // all ports, as listed
+  std::string id;
+  std::vector<std::string> hosts;  // as normalized patterns ("*.x.com")
 
   bool has_port(std::uint16_t port) const {
+    for (std::uint8_t i = 0; i < inline_port_count; ++i)
+      if (inline_ports[i] == port) return true;
+    if (ports.size() <= 4) return false;
     for (std::uint16_t p : ports)
       if (p == port) return true;
     return false;
+  }
+  void add_port(std::uint16_t port) {
+    if (inline_port_count < 4) inline_ports[inline_port_count++] = port;
+    ports.push_back(port);
   }
 };
 
 struct Profile {
   std::string name;
   std::vector<std::uint32_t> destinations;  // in the order listed
-  std::vector<std::uint8_t> member;          // member[destination index] != 0
+  std::vector<std::uint8_t> member;         // member[destination index] != 0
+  // Profiles 0..63 are also recorded in Destination::profile_bits, read on the hot path.
+  static constexpr std::uint32_t kBitProfiles = 64;
 };
 
 struct CompiledPolicy {

@@ -52,6 +52,13 @@ class StringIndex {
 
   std::size_t size() const { return size_; }
 
+  // Rewrites every stored value (used once after building, to pack small lists).
+  template <class F>
+  void remap_values(F&& f) {
+    for (Slot& s : slots_)
+      if (s.value != kMissing) s.value = f(s.value);
+  }
+
  private:
   struct Slot {
     std::uint64_t hash = 0;

@@ -51,21 +51,21 @@ inline std::optional<SystemTime> from_micros(const std::optional<int64_t>& us) {
 inline constexpr size_t kWalIndexHeaderBytes = 96;
 inline constexpr std::chrono::milliseconds kMaxUncheckedInterval{2};
 
-// Read-only view of the WAL-index header of a database's -shm file (see above).
+// Read-only view of the WAL-index header of a connection's database (see above). The memory is
+// SQLite's own mapping of the -shm file, obtained through the VFS (xShmMap of region 0, which
+// the connection has already mapped), so its lifetime is the connection's. It must not be a
+// mapping of our own: opening and closing the -shm file here would drop this process's POSIX
+// locks on it (they are per process, released by any close), after which another process
+// would believe it is alone and truncate the file under SQLite's feet.
 class WalIndexWatch {
  public:
-  WalIndexWatch() = default;
-  ~WalIndexWatch();
-  WalIndexWatch(const WalIndexWatch&) = delete;
-  WalIndexWatch& operator=(const WalIndexWatch&) = delete;
-  // False when the file cannot be mapped: then every check is authoritative.
-  bool attach(const std::string& shm_path);
-  bool attached() const { return map_ != nullptr; }
+  // False when the header cannot be reached: then every check is authoritative.
+  bool attach(sqlite3* db);
+  bool attached() const { return header_ != nullptr; }
   void read(unsigned char out[kWalIndexHeaderBytes]) const;
 
  private:
-  void* map_ = nullptr;
-  size_t map_bytes_ = 0;
+  const volatile unsigned char* header_ = nullptr;
 };
 
 // Transparent hashing so that lookups by string_view do not build a std::string.

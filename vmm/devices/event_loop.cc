@@ -17,7 +17,9 @@ EventLoop::EventLoop()
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
 }
 
-EventLoop::~EventLoop() { stop(); }
+EventLoop::~EventLoop() {
+  stop();
+}
 
 Status EventLoop::add(int fd, uint32_t events, Callback cb) {
   {
@@ -56,9 +58,12 @@ void EventLoop::post(std::function<void()> fn) {
   (void)!::write(wake_.get(), &one, sizeof one);
 }
 
-Status EventLoop::start() {
+Status EventLoop::start(std::function<void()> on_thread_start) {
   if (thread_.joinable()) return {};
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this, f = std::move(on_thread_start)] {
+    if (f) f();
+    run();
+  });
   return {};
 }
 

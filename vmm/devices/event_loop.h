@@ -26,7 +26,8 @@ class EventLoop {
   void remove(int fd);
   // Runs `fn` on the loop thread soon (e.g. after a guest kick), wakes the loop.
   void post(std::function<void()> fn);
-  Status start();
+  // on_thread_start runs first on the loop thread (the seccomp filter goes there).
+  Status start(std::function<void()> on_thread_start = {});
   void stop();
   void pause();
   void resume();

@@ -28,24 +28,35 @@ void Serial::read(uint64_t offset, uint8_t* data, size_t len) {
         input_.pop_front();
       }
       break;
-    case 1: v = (lcr_ & kLcrDlab) ? dlm_ : ier_; break;
+    case 1:
+      v = (lcr_ & kLcrDlab) ? dlm_ : ier_;
+      break;
     case 2:
       v = iir_locked();
       if ((v & 0x0F) == kIirThre) thre_pending_ = false;  // reading IIR acknowledges THRE
       break;
-    case 3: v = lcr_; break;
-    case 4: v = mcr_; break;
-    case 5: v = kLsrThre | kLsrTemt | (input_.empty() ? 0 : kLsrDr); break;
+    case 3:
+      v = lcr_;
+      break;
+    case 4:
+      v = mcr_;
+      break;
+    case 5:
+      v = kLsrThre | kLsrTemt | (input_.empty() ? 0 : kLsrDr);
+      break;
     case 6:
       if (mcr_ & kMcrLoop) {  // loopback: DTR->DSR, RTS->CTS, OUT1->RI, OUT2->DCD
-        v = static_cast<uint8_t>(((mcr_ & 0x01) << 5) | ((mcr_ & 0x02) << 3) | ((mcr_ & 0x04) << 4) |
-                                 ((mcr_ & 0x08) << 4));
+        v = static_cast<uint8_t>(((mcr_ & 0x01) << 5) | ((mcr_ & 0x02) << 3) |
+                                 ((mcr_ & 0x04) << 4) | ((mcr_ & 0x08) << 4));
       } else {
         v = 0xB0;  // DCD | DSR | CTS
       }
       break;
-    case 7: v = scr_; break;
-    default: break;
+    case 7:
+      v = scr_;
+      break;
+    default:
+      break;
   }
   data[0] = v;
   for (size_t i = 1; i < len; ++i) data[i] = 0;
@@ -82,10 +93,17 @@ void Serial::write(uint64_t offset, const uint8_t* data, size_t len) {
           }
         }
         break;
-      case 3: lcr_ = v; break;
-      case 4: mcr_ = v & 0x1F; break;
-      case 7: scr_ = v; break;
-      default: break;  // FCR, LSR, MSR writes are ignored
+      case 3:
+        lcr_ = v;
+        break;
+      case 4:
+        mcr_ = v & 0x1F;
+        break;
+      case 7:
+        scr_ = v;
+        break;
+      default:
+        break;  // FCR, LSR, MSR writes are ignored
     }
   }
   if (raise && irq_) irq_();
@@ -137,17 +155,22 @@ void I8042::write(uint64_t offset, const uint8_t* data, size_t len) {
     uint8_t v = data[0];
     if (offset == 4) {
       switch (v) {
-        case 0xFE: reset = true; break;  // pulse the CPU reset line: the guest's reboot=k
-        case 0x20:                       // read command byte
+        case 0xFE:
+          reset = true;
+          break;    // pulse the CPU reset line: the guest's reboot=k
+        case 0x20:  // read command byte
           output_ = command_byte_;
           has_output_ = true;
           break;
-        case 0x60: pending_command_ = v; break;  // next data byte is the command byte
-        case 0xAA:                               // self test
+        case 0x60:
+          pending_command_ = v;
+          break;    // next data byte is the command byte
+        case 0xAA:  // self test
           output_ = 0x55;
           has_output_ = true;
           break;
-        default: break;
+        default:
+          break;
       }
     } else if (offset == 0) {
       if (pending_command_ == 0x60) command_byte_ = v;

@@ -10,7 +10,9 @@ uint8_t rd(BusDevice& d, uint64_t off) {
   d.read(off, &v, 1);
   return v;
 }
-void wr(BusDevice& d, uint64_t off, uint8_t v) { d.write(off, &v, 1); }
+void wr(BusDevice& d, uint64_t off, uint8_t v) {
+  d.write(off, &v, 1);
+}
 
 TEST(Serial, ProbeSequenceAndOutput) {
   std::string out;

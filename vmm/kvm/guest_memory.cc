@@ -11,7 +11,9 @@
 
 namespace cordon::vmm {
 namespace {
-std::string err(const std::string& what) { return what + ": " + std::strerror(errno); }
+std::string err(const std::string& what) {
+  return what + ": " + std::strerror(errno);
+}
 
 Status check_size(uint64_t size) {
   if (size < kMinGuestMemoryBytes || size > kMaxGuestMemoryBytes || size % 4096 != 0)

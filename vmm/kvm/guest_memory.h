@@ -35,11 +35,11 @@ class GuestMemory {
   int memfd() const { return memfd_.get(); }
 
   // True when [gpa, gpa+len) lies inside RAM, without overflow.
-  bool range_ok(uint64_t gpa, uint64_t len) const {
-    return gpa <= size_ && len <= size_ - gpa;
-  }
+  bool range_ok(uint64_t gpa, uint64_t len) const { return gpa <= size_ && len <= size_ - gpa; }
   // Host pointer for a checked range, or nullptr.
-  uint8_t* ptr(uint64_t gpa, uint64_t len) const { return range_ok(gpa, len) ? base_ + gpa : nullptr; }
+  uint8_t* ptr(uint64_t gpa, uint64_t len) const {
+    return range_ok(gpa, len) ? base_ + gpa : nullptr;
+  }
 
   Status read(uint64_t gpa, void* dst, uint64_t len) const;
   Status write(uint64_t gpa, const void* src, uint64_t len);

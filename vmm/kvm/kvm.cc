@@ -25,14 +25,16 @@ constexpr unsigned long kGetXsave = _IOC(_IOC_READ, KVMIO, 0xa4, 4096);
 constexpr unsigned long kSetXsave = _IOC(_IOC_WRITE, KVMIO, 0xa5, 4096);
 constexpr unsigned long kGetXsave2 = _IOC(_IOC_READ, KVMIO, 0xcf, 4096);
 constexpr size_t kXsaveLegacyBytes = 4096;  // C sizeof(struct kvm_xsave)
-constexpr size_t kFlexHeader = 8;  // C offset of kvm_cpuid2.entries and kvm_msrs.entries
+constexpr size_t kFlexHeader = 8;           // C offset of kvm_cpuid2.entries and kvm_msrs.entries
 
 // Byte buffers in the C layout; entries are copied with memcpy (no struct punning).
 std::vector<uint8_t> pack_cpuid(const CpuidEntries& entries) {
   std::vector<uint8_t> buf(kFlexHeader + entries.size() * sizeof(kvm_cpuid_entry2));
   uint32_t n = static_cast<uint32_t>(entries.size());
   std::memcpy(buf.data(), &n, 4);
-  if (!entries.empty()) std::memcpy(buf.data() + kFlexHeader, entries.data(), entries.size() * sizeof(kvm_cpuid_entry2));
+  if (!entries.empty())
+    std::memcpy(buf.data() + kFlexHeader, entries.data(),
+                entries.size() * sizeof(kvm_cpuid_entry2));
   return buf;
 }
 
@@ -41,7 +43,8 @@ CpuidEntries unpack_cpuid(const std::vector<uint8_t>& buf) {
   std::memcpy(&n, buf.data(), 4);
   size_t cap = (buf.size() - kFlexHeader) / sizeof(kvm_cpuid_entry2);
   CpuidEntries out(std::min<size_t>(n, cap));
-  if (!out.empty()) std::memcpy(out.data(), buf.data() + kFlexHeader, out.size() * sizeof(kvm_cpuid_entry2));
+  if (!out.empty())
+    std::memcpy(out.data(), buf.data() + kFlexHeader, out.size() * sizeof(kvm_cpuid_entry2));
   return out;
 }
 
@@ -185,7 +188,8 @@ Status Vm::register_irqfd(int eventfd, uint32_t gsi) {
 
 Result<kvm_pit_state2> Vm::get_pit2() const {
   kvm_pit_state2 s{};
-  if (auto st = ioctl_ptr(fd_.get(), KVM_GET_PIT2, &s, "KVM_GET_PIT2"); !st) return fail(st.error());
+  if (auto st = ioctl_ptr(fd_.get(), KVM_GET_PIT2, &s, "KVM_GET_PIT2"); !st)
+    return fail(st.error());
   return s;
 }
 Status Vm::set_pit2(const kvm_pit_state2& s) {
@@ -194,7 +198,8 @@ Status Vm::set_pit2(const kvm_pit_state2& s) {
 }
 Result<kvm_clock_data> Vm::get_clock() const {
   kvm_clock_data c{};
-  if (auto st = ioctl_ptr(fd_.get(), KVM_GET_CLOCK, &c, "KVM_GET_CLOCK"); !st) return fail(st.error());
+  if (auto st = ioctl_ptr(fd_.get(), KVM_GET_CLOCK, &c, "KVM_GET_CLOCK"); !st)
+    return fail(st.error());
   return c;
 }
 Status Vm::set_clock(const kvm_clock_data& c) {
@@ -204,7 +209,8 @@ Status Vm::set_clock(const kvm_clock_data& c) {
 Result<kvm_irqchip> Vm::get_irqchip(uint32_t chip_id) const {
   kvm_irqchip c{};
   c.chip_id = chip_id;
-  if (auto st = ioctl_ptr(fd_.get(), KVM_GET_IRQCHIP, &c, "KVM_GET_IRQCHIP"); !st) return fail(st.error());
+  if (auto st = ioctl_ptr(fd_.get(), KVM_GET_IRQCHIP, &c, "KVM_GET_IRQCHIP"); !st)
+    return fail(st.error());
   return c;
 }
 Status Vm::set_irqchip(const kvm_irqchip& c) {
@@ -239,16 +245,16 @@ int Vcpu::run() {
   return 0;
 }
 
-#define CORDON_GET(Type, Name, Req)                                           \
-  Result<Type> Vcpu::Name() const {                                           \
-    Type v{};                                                                 \
+#define CORDON_GET(Type, Name, Req)                                                  \
+  Result<Type> Vcpu::Name() const {                                                  \
+    Type v{};                                                                        \
     if (auto st = ioctl_ptr(fd_.get(), Req, &v, #Req); !st) return fail(st.error()); \
-    return v;                                                                 \
+    return v;                                                                        \
   }
-#define CORDON_SET(Type, Name, Req)                     \
-  Status Vcpu::Name(const Type& v) {                    \
-    Type c = v;                                         \
-    return ioctl_ptr(fd_.get(), Req, &c, #Req);         \
+#define CORDON_SET(Type, Name, Req)             \
+  Status Vcpu::Name(const Type& v) {            \
+    Type c = v;                                 \
+    return ioctl_ptr(fd_.get(), Req, &c, #Req); \
   }
 
 CORDON_GET(kvm_regs, get_regs, KVM_GET_REGS)
@@ -278,7 +284,8 @@ Result<CpuidEntries> Vcpu::get_cpuid() const {
   const uint32_t n = 256;
   std::vector<uint8_t> buf(kFlexHeader + n * sizeof(kvm_cpuid_entry2));
   std::memcpy(buf.data(), &n, 4);
-  if (auto st = ioctl_ptr(fd_.get(), kGetCpuid2, buf.data(), "KVM_GET_CPUID2"); !st) return fail(st.error());
+  if (auto st = ioctl_ptr(fd_.get(), kGetCpuid2, buf.data(), "KVM_GET_CPUID2"); !st)
+    return fail(st.error());
   return unpack_cpuid(buf);
 }
 
@@ -316,7 +323,7 @@ Status Vcpu::set_msrs(const std::vector<MsrEntry>& msrs) {
 
 Result<std::string> Vcpu::get_xsave(int xsave2_size) const {
   size_t size = xsave2_size > static_cast<int>(kXsaveLegacyBytes) ? static_cast<size_t>(xsave2_size)
-                                                                   : kXsaveLegacyBytes;
+                                                                  : kXsaveLegacyBytes;
   std::vector<uint64_t> buf(size / 8 + 1);
   unsigned long req = size > kXsaveLegacyBytes ? kGetXsave2 : kGetXsave;
   // KVM_GET_XSAVE2 writes as many bytes as KVM_CAP_XSAVE2 reported: the buffer has that size.

@@ -20,6 +20,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -172,7 +174,11 @@ auto in_netns(const std::string& ns, F f) -> decltype(f()) {
   R result{};
   std::thread t([&] {
     auto in = sandbox::ScopedNetns::enter(ns);
-    if (in) result = f();
+    if (!in) {  // a namespace the test just made: cannot happen unless the harness is broken
+      fprintf(stderr, "in_netns: %s\n", in.error().message.c_str());
+      std::abort();
+    }
+    result = f();
   });
   t.join();
   return result;

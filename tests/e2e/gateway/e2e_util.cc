@@ -25,14 +25,20 @@ std::string slurp(const std::string& path) {
 }  // namespace
 
 CurlResult run_curl(const std::vector<std::string>& args, const std::string& tmpdir) {
+  return run_curl_with("curl", args, tmpdir);
+}
+
+CurlResult run_curl_with(const std::string& program, const std::vector<std::string>& args,
+                         const std::string& tmpdir) {
   static int seq = 0;
   std::string n = std::to_string(++seq);
   std::string body_path = tmpdir + "/body" + n, head_path = tmpdir + "/head" + n,
               code_path = tmpdir + "/code" + n;
   // A caller that passes its own -o (e.g. /dev/null for big bodies) gets no body captured.
   bool own_output = std::find(args.begin(), args.end(), "-o") != args.end();
-  std::vector<std::string> argv = {"curl", "-sS", "--max-time", "60", "-D",
-                                   head_path, "-w", "%{http_code} %{http_connect} %{size_download}"};
+  std::vector<std::string> argv = {
+      "curl", "-sS",     "--max-time", "60",
+      "-D",   head_path, "-w",         "%{http_code} %{http_connect} %{size_download}"};
   if (!own_output) {
     argv.push_back("-o");
     argv.push_back(body_path);
@@ -52,7 +58,7 @@ CurlResult run_curl(const std::vector<std::string>& args, const std::string& tmp
                           "NO_PROXY", "no_proxy"}) {
       unsetenv(v);
     }
-    execvp("curl", cargv.data());
+    execvp(program.c_str(), cargv.data());
     _exit(127);
   }
   int status = 0;
@@ -133,8 +139,9 @@ bool RawClient::start_tls(const std::string& sni, const std::string& ca_pem_path
 bool RawClient::send(const std::string& data) {
   size_t off = 0;
   while (off < data.size()) {
-    int n = ssl_ ? SSL_write(ssl_, data.data() + off, static_cast<int>(data.size() - off))
-                 : static_cast<int>(::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL));
+    int n = ssl_
+                ? SSL_write(ssl_, data.data() + off, static_cast<int>(data.size() - off))
+                : static_cast<int>(::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL));
     if (n <= 0) return false;
     off += static_cast<size_t>(n);
   }

@@ -19,6 +19,9 @@ struct CurlResult {
 
 // Runs curl with `args` (each one argv element); captures status, headers and body.
 CurlResult run_curl(const std::vector<std::string>& args, const std::string& tmpdir);
+// The same with another executable in place of curl (e.g. a wrapper entering a namespace).
+CurlResult run_curl_with(const std::string& program, const std::vector<std::string>& args,
+                         const std::string& tmpdir);
 
 // A blocking client: plain TCP to the proxy, CONNECT, then optional TLS.
 class RawClient {

@@ -2,8 +2,8 @@
 // the sandbox and a fake upstream TLS server (own CA) as the internet. Every packet stays on
 // loopback; names resolve through the gateway's static map only.
 #include <gtest/gtest.h>
-#include <sys/socket.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -53,8 +53,8 @@ class GatewayE2E : public ::testing::Test {
     if (std::system("curl --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "curl not installed";
     char tmpl[] = "/tmp/cordon-gw-e2e-XXXXXX";
     tmp = mkdtemp(tmpl);
-    upstream = std::make_unique<FakeUpstream>(
-        std::vector<std::string>{"api.test", "paste.test", "private.test", "imds.test", "down.test"});
+    upstream = std::make_unique<FakeUpstream>(std::vector<std::string>{
+        "api.test", "paste.test", "private.test", "imds.test", "down.test", "pt.test"});
     plain_upstream = std::make_unique<FakeUpstream>(std::vector<std::string>{}, false);
     untrusted = std::make_unique<FakeUpstream>(std::vector<std::string>{"untrusted.test"});
     upstream_ca = tmp + "/upstream-ca.pem";
@@ -65,7 +65,8 @@ class GatewayE2E : public ::testing::Test {
 
     uint16_t up = upstream->port();
     down_port = free_port();
-    CredentialSpec gh{"github", "github-pat", "Authorization", "Bearer {secret}", TokenMode::kOptional};
+    CredentialSpec gh{"github", "github-pat", "Authorization", "Bearer {secret}",
+                      TokenMode::kOptional};
     policy = std::make_shared<FakePolicy>();
     policy->denied_prefixes = {"10.", "169.254.", "192.168."};
     policy->destinations = {
@@ -78,16 +79,39 @@ class GatewayE2E : public ::testing::Test {
           {"admin", false, {}, "/admin", std::nullopt},
           {"echo", true, {"GET", "POST", "HEAD"}, "/echo", gh},
           {"data", true, {"GET", "POST", "PUT"}, "/", std::nullopt}}},
-        {"paste", {"paste.test"}, {up}, TlsMode::kIntercept, false, {{"any", true, {}, "", std::nullopt}}},
-        {"private", {"private.test", "imds.test", "loop.test"}, {up}, TlsMode::kIntercept, false,
+        {"paste",
+         {"paste.test"},
+         {up},
+         TlsMode::kIntercept,
+         false,
          {{"any", true, {}, "", std::nullopt}}},
-        {"down", {"down.test"}, {down_port}, TlsMode::kIntercept, false, {{"any", true, {}, "", std::nullopt}}},
-        {"untrusted", {"untrusted.test"}, {untrusted->port()}, TlsMode::kIntercept, false,
+        {"private",
+         {"private.test", "imds.test", "loop.test"},
+         {up},
+         TlsMode::kIntercept,
+         false,
          {{"any", true, {}, "", std::nullopt}}},
-        {"plain", {"plain.test"}, {plain_upstream->port()}, TlsMode::kIntercept, false,
+        {"down",
+         {"down.test"},
+         {down_port},
+         TlsMode::kIntercept,
+         false,
+         {{"any", true, {}, "", std::nullopt}}},
+        {"untrusted",
+         {"untrusted.test"},
+         {untrusted->port()},
+         TlsMode::kIntercept,
+         false,
+         {{"any", true, {}, "", std::nullopt}}},
+        {"plain",
+         {"plain.test"},
+         {plain_upstream->port()},
+         TlsMode::kIntercept,
+         false,
          {{"cred", true, {}, "/cred", gh}, {"any", true, {}, "", std::nullopt}}},
+        {"pt", {"pt.test"}, {up}, TlsMode::kPassthrough, false, {}},
     };
-    policy->profiles["default"] = {"api", "paste", "private", "down", "untrusted", "plain"};
+    policy->profiles["default"] = {"api", "paste", "private", "down", "untrusted", "plain", "pt"};
 
     sandboxes = std::make_shared<FakeSandboxes>();
     sandboxes->add("sb1", "secret1", "default");
@@ -101,10 +125,10 @@ class GatewayE2E : public ::testing::Test {
     opts.threads = 2;
     opts.system_trust_store = false;
     opts.upstream_ca_files = {upstream_ca};
-    opts.resolve = {{"api.test", "127.0.0.1"},     {"paste.test", "127.0.0.1"},
-                    {"private.test", "10.0.0.1"},  {"imds.test", "169.254.169.254"},
-                    {"loop.test", "127.0.0.1"},    {"down.test", "127.0.0.1"},
-                    {"untrusted.test", "127.0.0.1"}, {"plain.test", "127.0.0.1"}};
+    opts.resolve = {
+        {"api.test", "127.0.0.1"},        {"paste.test", "127.0.0.1"}, {"private.test", "10.0.0.1"},
+        {"imds.test", "169.254.169.254"}, {"loop.test", "127.0.0.1"},  {"down.test", "127.0.0.1"},
+        {"untrusted.test", "127.0.0.1"},  {"plain.test", "127.0.0.1"}, {"pt.test", "127.0.0.1"}};
     opts.limits.header_read_timeout_ms = 800;
     customize(opts);
     auto gw = Gateway::create(opts, {certs, sandboxes, creds, audit});
@@ -145,7 +169,8 @@ class GatewayE2E : public ::testing::Test {
                                     bool* tls_ok = nullptr) {
     auto c = std::make_unique<RawClient>();
     EXPECT_TRUE(c->connect_tcp(proxy_port));
-    std::string head = c->connect_tunnel(host + ":" + std::to_string(upstream->port()), "sb1:secret1");
+    std::string head =
+        c->connect_tunnel(host + ":" + std::to_string(upstream->port()), "sb1:secret1");
     EXPECT_NE(head.find(" 200 "), std::string::npos) << head;
     bool ok = c->start_tls(sni, gateway_ca);
     if (tls_ok) *tls_ok = ok;
@@ -292,7 +317,8 @@ TEST_F(GatewayE2E, HostMustMatchSniAndAbsoluteFormTooAndPathsAreChecked) {
   EXPECT_NE(r.find("HTTP/1.1 421"), std::string::npos) << r;
   for (const char* path : {"/echo/../admin", "/echo/%2e%2e/admin", "/echo/..%2fadmin"}) {
     auto e = tunnel("api.test", "api.test", &ok);
-    e->send(std::string("GET ") + path + " HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\n\r\n");
+    e->send(std::string("GET ") + path +
+            " HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\n\r\n");
     r = e->read_until_close();
     EXPECT_NE(r.find("HTTP/1.1 400"), std::string::npos) << path << r;
   }
@@ -303,7 +329,8 @@ TEST_F(GatewayE2E, HostMustMatchSniAndAbsoluteFormTooAndPathsAreChecked) {
 
 TEST_F(GatewayE2E, SmugglingShapesGet400AndClose) {
   const char* shapes[] = {
-      "POST /echo HTTP/1.1\r\nHost: api.test\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+      "POST /echo HTTP/1.1\r\nHost: api.test\r\nContent-Length: 4\r\nTransfer-Encoding: "
+      "chunked\r\n\r\n0\r\n\r\n",
       "POST /echo HTTP/1.1\r\nHost: api.test\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nabcd",
       "POST /echo HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: xchunked\r\n\r\n",
       "POST /echo HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
@@ -456,6 +483,29 @@ TEST_F(GatewayE2E, AbsoluteFormPlainHttpNeverCarriesCredential) {
   r = curl({"http://api.test:" + std::to_string(upstream->port()) + "/echo"});
   EXPECT_EQ(r.http_code, 403);  // TLS-only destination (credential route) over plain HTTP
   EXPECT_EQ(plain_upstream->heads().size(), 1u);
+}
+
+TEST_F(GatewayE2E, PassthroughViaConnectIsSplicedNotDecrypted) {
+  // The client trusts only the upstream's own CA: it works only if the gateway did not
+  // terminate TLS.
+  auto r =
+      curl({"--cacert", upstream_ca, api("/echo", "pt.test"), "-H", "Authorization: Bearer own"});
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.http_code, 200);
+  auto heads = upstream->heads();
+  ASSERT_EQ(heads.size(), 1u);
+  EXPECT_NE(heads[0].find("Bearer own"), std::string::npos);
+  EXPECT_EQ(heads[0].find(kSecret), std::string::npos);
+  auto rec = last_record();
+  EXPECT_EQ(rec.reason, "passthrough");
+  // SNI must still equal the CONNECT host.
+  bool ok = true;
+  RawClient c;
+  ASSERT_TRUE(c.connect_tcp(proxy_port));
+  c.connect_tunnel("pt.test:" + std::to_string(upstream->port()), "sb1:secret1");
+  EXPECT_FALSE(c.start_tls("api.test", upstream_ca));
+  (void)ok;
+  EXPECT_EQ(last_record().reason, "sni_connect_mismatch");
 }
 
 TEST_F(GatewayE2E, SlowlorisHeadIsCutOff) {

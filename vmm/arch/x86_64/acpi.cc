@@ -21,7 +21,8 @@ std::string pkg_length(size_t content_len) {
     if (nbytes > 1 && total < (1ull << (4 + 8 * (nbytes - 1)))) {
       std::string out;
       out += static_cast<char>(((nbytes - 1) << 6) | (total & 0x0F));
-      for (size_t i = 1; i < nbytes; ++i) out += static_cast<char>((total >> (4 + 8 * (i - 1))) & 0xFF);
+      for (size_t i = 1; i < nbytes; ++i)
+        out += static_cast<char>((total >> (4 + 8 * (i - 1))) & 0xFF);
       return out;
     }
   }
@@ -35,28 +36,43 @@ std::string integer(uint64_t v) {
   };
   if (v == 0) return std::string(1, '\x00');
   if (v == 1) return std::string(1, '\x01');
-  if (v <= 0xFF) { out += '\x0A'; le(1); }
-  else if (v <= 0xFFFF) { out += '\x0B'; le(2); }
-  else if (v <= 0xFFFFFFFF) { out += '\x0C'; le(4); }
-  else { out += '\x0E'; le(8); }
+  if (v <= 0xFF) {
+    out += '\x0A';
+    le(1);
+  } else if (v <= 0xFFFF) {
+    out += '\x0B';
+    le(2);
+  } else if (v <= 0xFFFFFFFF) {
+    out += '\x0C';
+    le(4);
+  } else {
+    out += '\x0E';
+    le(8);
+  }
   return out;
 }
 
-std::string string(const std::string& s) { return '\x0D' + s + '\0'; }
+std::string string(const std::string& s) {
+  return '\x0D' + s + '\0';
+}
 
 std::string eisa_id(const std::string& id) {
   // Three letters in 5-bit codes, then four hex digits; stored big-endian-ish as a DWord.
   auto c = [](char ch) { return static_cast<uint32_t>(ch - '@') & 0x1F; };
-  auto h = [](char ch) { return static_cast<uint32_t>(ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10); };
-  uint32_t v = (c(id[0]) << 26) | (c(id[1]) << 21) | (c(id[2]) << 16) | (h(id[3]) << 12) | (h(id[4]) << 8) |
-               (h(id[5]) << 4) | h(id[6]);
+  auto h = [](char ch) {
+    return static_cast<uint32_t>(ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
+  };
+  uint32_t v = (c(id[0]) << 26) | (c(id[1]) << 21) | (c(id[2]) << 16) | (h(id[3]) << 12) |
+               (h(id[4]) << 8) | (h(id[5]) << 4) | h(id[6]);
   uint32_t swapped = __builtin_bswap32(v);
   std::string out = "\x0C";
   for (int i = 0; i < 4; ++i) out += static_cast<char>((swapped >> (8 * i)) & 0xFF);
   return out;
 }
 
-std::string name(const std::string& n, const std::string& value) { return '\x08' + name_seg(n) + value; }
+std::string name(const std::string& n, const std::string& value) {
+  return '\x08' + name_seg(n) + value;
+}
 
 std::string device(const std::string& n, const std::string& body) {
   std::string content = name_seg(n) + body;
@@ -105,7 +121,8 @@ std::string irq_no_flags(uint8_t irq) {
 std::string extended_interrupt(uint32_t gsi, bool edge, bool active_low, bool shared) {
   std::string out("\x89\x06\x00", 3);  // large item 0x89, length 6 (u16)
   // flags: bit0 consumer, bit1 edge, bit2 active-low, bit3 shared
-  out += static_cast<char>(0x01 | (edge ? 0x02 : 0) | (active_low ? 0x04 : 0) | (shared ? 0x08 : 0));
+  out +=
+      static_cast<char>(0x01 | (edge ? 0x02 : 0) | (active_low ? 0x04 : 0) | (shared ? 0x08 : 0));
   out += '\x01';  // one interrupt
   for (int i = 0; i < 4; ++i) out += static_cast<char>((gsi >> (8 * i)) & 0xFF);
   return out;
@@ -121,8 +138,12 @@ std::string resource_template(const std::string& items) {
 
 namespace {
 
-void put32(std::string& s, size_t off, uint32_t v) { std::memcpy(&s[off], &v, 4); }
-void put64(std::string& s, size_t off, uint64_t v) { std::memcpy(&s[off], &v, 8); }
+void put32(std::string& s, size_t off, uint32_t v) {
+  std::memcpy(&s[off], &v, 4);
+}
+void put64(std::string& s, size_t off, uint64_t v) {
+  std::memcpy(&s[off], &v, 8);
+}
 
 // The 36-byte System Description Table header; length and checksum filled by finish().
 std::string sdt_header(const char sig[4], uint8_t revision) {
@@ -154,17 +175,21 @@ uint8_t acpi_checksum(const std::string& bytes) {
 std::string build_dsdt(const std::vector<AcpiVirtioSlot>& slots) {
   using namespace aml;
   std::string body;
-  body += device("COM1", name("_HID", eisa_id("PNP0501")) + name("_UID", integer(0)) +
-                             name("_CRS", resource_template(io(0x3F8, 0x3F8, 1, 8) + irq_no_flags(4))));
-  body += device("PS2_", name("_HID", eisa_id("PNP0303")) +
-                             name("_CRS", resource_template(io(0x60, 0x60, 1, 1) + io(0x64, 0x64, 1, 1) +
-                                                            irq_no_flags(1))));
+  body +=
+      device("COM1", name("_HID", eisa_id("PNP0501")) + name("_UID", integer(0)) +
+                         name("_CRS", resource_template(io(0x3F8, 0x3F8, 1, 8) + irq_no_flags(4))));
+  body +=
+      device("PS2_", name("_HID", eisa_id("PNP0303")) +
+                         name("_CRS", resource_template(io(0x60, 0x60, 1, 1) +
+                                                        io(0x64, 0x64, 1, 1) + irq_no_flags(1))));
   for (size_t i = 0; i < slots.size(); ++i) {
     char n[8];
     std::snprintf(n, sizeof n, "V%03u", static_cast<unsigned>(i % 1000));
-    body += device(n, name("_HID", string("LNRO0005")) + name("_UID", integer(i)) + name("_CCA", integer(1)) +
-                          name("_CRS", resource_template(
-                                           memory32_fixed(static_cast<uint32_t>(slots[i].mmio_base), 0x1000, true) +
+    body += device(
+        n,
+        name("_HID", string("LNRO0005")) + name("_UID", integer(i)) + name("_CCA", integer(1)) +
+            name("_CRS", resource_template(memory32_fixed(static_cast<uint32_t>(slots[i].mmio_base),
+                                                          0x1000, true) +
                                            extended_interrupt(slots[i].gsi, true, false, false))));
   }
   std::string t = sdt_header("DSDT", 2) + scope("\\_SB_", body);
@@ -198,7 +223,8 @@ std::string build_madt(int vcpus) {
   return t;
 }
 
-Result<uint64_t> write_acpi_tables(GuestMemory& mem, int vcpus, const std::vector<AcpiVirtioSlot>& slots) {
+Result<uint64_t> write_acpi_tables(GuestMemory& mem, int vcpus,
+                                   const std::vector<AcpiVirtioSlot>& slots) {
   const uint64_t rsdp_addr = kAcpiTablesAddr;
   uint64_t cursor = rsdp_addr + 64;  // RSDP is 36 bytes; keep 64 for alignment
   auto place = [&](const std::string& t) -> Result<uint64_t> {
@@ -214,10 +240,11 @@ Result<uint64_t> write_acpi_tables(GuestMemory& mem, int vcpus, const std::vecto
   // FADT (revision 6, 276 bytes): hardware-reduced, power/sleep buttons absent, no VGA.
   std::string fadt = sdt_header("FACP", 6);
   fadt.resize(276, '\0');
-  put32(fadt, 112, (1u << 20) | (1u << 4) | (1u << 5));  // HW_REDUCED_ACPI | PWR_BUTTON | SLP_BUTTON
-  uint16_t iapc = 1u << 2;                                // VGA Not Present
+  put32(fadt, 112,
+        (1u << 20) | (1u << 4) | (1u << 5));  // HW_REDUCED_ACPI | PWR_BUTTON | SLP_BUTTON
+  uint16_t iapc = 1u << 2;                    // VGA Not Present
   std::memcpy(&fadt[109], &iapc, 2);
-  fadt[131] = 5;  // FADT minor version 5 (ACPI 6.5)
+  fadt[131] = 5;            // FADT minor version 5 (ACPI 6.5)
   put64(fadt, 140, *dsdt);  // X_DSDT
   finish(fadt);
   auto fadt_at = place(fadt);

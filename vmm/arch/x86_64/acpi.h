@@ -19,7 +19,8 @@ struct AcpiVirtioSlot {
 };
 
 // Writes all tables into [kAcpiTablesAddr, kAcpiTablesEnd) and returns the RSDP address.
-Result<uint64_t> write_acpi_tables(GuestMemory& mem, int vcpus, const std::vector<AcpiVirtioSlot>& slots);
+Result<uint64_t> write_acpi_tables(GuestMemory& mem, int vcpus,
+                                   const std::vector<AcpiVirtioSlot>& slots);
 
 // Building blocks, exposed for tests.
 std::string build_dsdt(const std::vector<AcpiVirtioSlot>& slots);
@@ -27,11 +28,11 @@ std::string build_madt(int vcpus);
 uint8_t acpi_checksum(const std::string& bytes);  // value making the byte sum 0
 
 namespace aml {
-std::string name_seg(const std::string& name);                  // 4 chars, padded with '_'
-std::string pkg_length(size_t content_len);                     // PkgLength for content_len bytes of body
-std::string integer(uint64_t v);                                // smallest of Zero/One/Byte/Word/DWord/QWord
+std::string name_seg(const std::string& name);  // 4 chars, padded with '_'
+std::string pkg_length(size_t content_len);     // PkgLength for content_len bytes of body
+std::string integer(uint64_t v);                // smallest of Zero/One/Byte/Word/DWord/QWord
 std::string string(const std::string& s);
-std::string eisa_id(const std::string& id);                     // "PNP0501" -> DWordConst
+std::string eisa_id(const std::string& id);  // "PNP0501" -> DWordConst
 std::string name(const std::string& n, const std::string& value);
 std::string device(const std::string& n, const std::string& body);
 std::string scope(const std::string& path, const std::string& body);

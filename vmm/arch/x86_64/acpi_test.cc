@@ -134,7 +134,8 @@ TEST(Acpi, TablesParseBackWithValidChecksums) {
 
 // Disassembles the DSDT with iasl when acpica-tools is installed.
 TEST(Acpi, IaslDisassemblesDsdt) {
-  if (std::system("command -v iasl >/dev/null 2>&1") != 0) GTEST_SKIP() << "SKIPPED: iasl not installed";
+  if (std::system("command -v iasl >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "SKIPPED: iasl not installed";
   char dir[] = "/tmp/cordon-acpi-XXXXXX";
   ASSERT_TRUE(::mkdtemp(dir));
   std::string base = dir;

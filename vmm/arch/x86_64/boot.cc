@@ -54,18 +54,21 @@ Result<LoadedKernel> load_bzimage(GuestMemory& mem, std::string_view img) {
       !read_at(img, 0x201, &hdr_len) || !read_at(img, kZpXloadflags, &xloadflags) ||
       !read_at(img, kZpInitrdAddrMax, &initrd_max))
     return fail("bzImage: truncated setup header");
-  if (version < 0x20C) return fail("bzImage: boot protocol " + std::to_string(version >> 8) + "." +
-                                   std::to_string(version & 0xFF) + " is older than 2.12");
+  if (version < 0x20C)
+    return fail("bzImage: boot protocol " + std::to_string(version >> 8) + "." +
+                std::to_string(version & 0xFF) + " is older than 2.12");
   if ((xloadflags & 1) == 0) return fail("bzImage: no 64-bit entry point (xloadflags bit 0)");
   read_at(img, kZpInitSize, &init_size);
   if (setup_sects == 0) setup_sects = 4;
   uint64_t payload_off = (uint64_t(setup_sects) + 1) * 512;
   if (payload_off >= img.size()) return fail("bzImage: no payload after the setup sectors");
   uint64_t header_end = 0x202 + uint64_t(hdr_len);
-  if (header_end > img.size() || header_end > 0x1000) return fail("bzImage: setup header length out of range");
+  if (header_end > img.size() || header_end > 0x1000)
+    return fail("bzImage: setup header length out of range");
   uint64_t payload = img.size() - payload_off;
   if (auto st = mem.write(kHighMemoryStart, img.data() + payload_off, payload); !st)
-    return fail("bzImage: payload of " + std::to_string(payload) + " bytes does not fit in guest RAM");
+    return fail("bzImage: payload of " + std::to_string(payload) +
+                " bytes does not fit in guest RAM");
   LoadedKernel k;
   k.format = KernelFormat::kBzImage;
   k.entry = kHighMemoryStart + 0x200;
@@ -79,7 +82,8 @@ Result<LoadedKernel> load_bzimage(GuestMemory& mem, std::string_view img) {
 Result<LoadedKernel> load_elf(GuestMemory& mem, std::string_view img) {
   Elf64_Ehdr eh{};
   if (!read_at(img, 0, &eh)) return fail("ELF: truncated header");
-  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_machine != EM_X86_64)
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
+      eh.e_machine != EM_X86_64)
     return fail("ELF: not a little-endian x86_64 ELF64 image");
   if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 256)
     return fail("ELF: bad program header table");
@@ -92,12 +96,14 @@ Result<LoadedKernel> load_elf(GuestMemory& mem, std::string_view img) {
     if (!read_at(img, eh.e_phoff + uint64_t(i) * sizeof(Elf64_Phdr), &ph))
       return fail("ELF: program header " + std::to_string(i) + " outside the file");
     if (ph.p_type == PT_LOAD) {
-      if (ph.p_filesz > ph.p_memsz || ph.p_offset > img.size() || ph.p_filesz > img.size() - ph.p_offset)
+      if (ph.p_filesz > ph.p_memsz || ph.p_offset > img.size() ||
+          ph.p_filesz > img.size() - ph.p_offset)
         return fail("ELF: segment " + std::to_string(i) + " outside the file");
       if (ph.p_paddr < kHighMemoryStart || !mem.range_ok(ph.p_paddr, ph.p_memsz))
         return fail("ELF: segment " + std::to_string(i) + " not inside guest RAM above 1 MiB");
       (void)mem.write(ph.p_paddr, img.data() + ph.p_offset, ph.p_filesz);  // range checked above
-      std::memset(mem.ptr(ph.p_paddr + ph.p_filesz, ph.p_memsz - ph.p_filesz), 0, ph.p_memsz - ph.p_filesz);
+      std::memset(mem.ptr(ph.p_paddr + ph.p_filesz, ph.p_memsz - ph.p_filesz), 0,
+                  ph.p_memsz - ph.p_filesz);
       k.load_end = std::max(k.load_end, ph.p_paddr + ph.p_memsz);
     } else if (ph.p_type == PT_NOTE) {
       if (ph.p_offset > img.size() || ph.p_filesz > img.size() - ph.p_offset) continue;
@@ -127,14 +133,18 @@ Result<LoadedKernel> load_elf(GuestMemory& mem, std::string_view img) {
   return k;
 }
 
-uint64_t align_down(uint64_t v, uint64_t a) { return v & ~(a - 1); }
+uint64_t align_down(uint64_t v, uint64_t a) {
+  return v & ~(a - 1);
+}
 
 }  // namespace
 
 Result<LoadedKernel> load_kernel(GuestMemory& mem, std::string_view image) {
   uint32_t magic = 0;
-  if (read_at(image, kZpHeaderMagic, &magic) && magic == kHdrSMagic) return load_bzimage(mem, image);
-  if (image.size() >= 4 && std::memcmp(image.data(), ELFMAG, SELFMAG) == 0) return load_elf(mem, image);
+  if (read_at(image, kZpHeaderMagic, &magic) && magic == kHdrSMagic)
+    return load_bzimage(mem, image);
+  if (image.size() >= 4 && std::memcmp(image.data(), ELFMAG, SELFMAG) == 0)
+    return load_elf(mem, image);
   return fail("kernel image: neither a bzImage (no HdrS at 0x202) nor an ELF file");
 }
 
@@ -163,8 +173,10 @@ Status write_gdt(GuestMemory& mem) {
 
 Status write_boot_info(GuestMemory& mem, const LoadedKernel& k, const BootConfig& cfg) {
   if (cfg.cmdline.size() + 1 > kMaxKernelCmdlineBytes)
-    return fail("kernel command line longer than " + std::to_string(kMaxKernelCmdlineBytes - 1) + " bytes");
-  if (auto st = mem.write(kCmdlineAddr, cfg.cmdline.c_str(), cfg.cmdline.size() + 1); !st) return st;
+    return fail("kernel command line longer than " + std::to_string(kMaxKernelCmdlineBytes - 1) +
+                " bytes");
+  if (auto st = mem.write(kCmdlineAddr, cfg.cmdline.c_str(), cfg.cmdline.size() + 1); !st)
+    return st;
 
   // The initrd goes page-aligned at the top of low RAM, below initrd_addr_max and above what the
   // kernel needs (load_end), so the decompressor never overwrites it.
@@ -173,8 +185,9 @@ Status write_boot_info(GuestMemory& mem, const LoadedKernel& k, const BootConfig
     uint64_t top = std::min<uint64_t>({mem.size(), kMmioGapStart, uint64_t(k.initrd_addr_max) + 1});
     if (cfg.initrd.size() > top) return fail("initrd larger than guest RAM");
     initrd_addr = align_down(top - cfg.initrd.size(), 4096);
-    if (initrd_addr < k.load_end) return fail("initrd of " + std::to_string(cfg.initrd.size()) +
-                                              " bytes does not fit above the kernel in guest RAM");
+    if (initrd_addr < k.load_end)
+      return fail("initrd of " + std::to_string(cfg.initrd.size()) +
+                  " bytes does not fit above the kernel in guest RAM");
     if (auto st = mem.write(initrd_addr, cfg.initrd.data(), cfg.initrd.size()); !st) return st;
   }
   auto e820 = e820_map(mem.size());
@@ -194,13 +207,18 @@ Status write_boot_info(GuestMemory& mem, const LoadedKernel& k, const BootConfig
     si.memmap_paddr = kPvhMemmapAddr;
     si.memmap_entries = static_cast<uint32_t>(e820.size());
     if (initrd_addr) {
-      struct Mod { uint64_t paddr, size, cmdline_paddr, reserved; } mod{initrd_addr, cfg.initrd.size(), 0, 0};
+      struct Mod {
+        uint64_t paddr, size, cmdline_paddr, reserved;
+      } mod{initrd_addr, cfg.initrd.size(), 0, 0};
       if (auto st = mem.write_obj(kPvhModlistAddr, mod); !st) return st;
       si.nr_modules = 1;
       si.modlist_paddr = kPvhModlistAddr;
     }
     for (size_t i = 0; i < e820.size(); ++i) {
-      struct MemmapEntry { uint64_t addr, size; uint32_t type, reserved; } me{e820[i].addr, e820[i].size, e820[i].type, 0};
+      struct MemmapEntry {
+        uint64_t addr, size;
+        uint32_t type, reserved;
+      } me{e820[i].addr, e820[i].size, e820[i].type, 0};
       if (auto st = mem.write_obj(kPvhMemmapAddr + i * sizeof(me), me); !st) return st;
     }
     return mem.write_obj(kPvhStartInfoAddr, si);
@@ -225,7 +243,8 @@ Status write_boot_info(GuestMemory& mem, const LoadedKernel& k, const BootConfig
   put(kZpCode32Start, &code32, 4);
   put(kZpCmdLinePtr, &cmdptr, 4);
   put(kZpExtCmdLinePtr, &ext, 4);
-  uint32_t rd_lo = static_cast<uint32_t>(initrd_addr), rd_size = static_cast<uint32_t>(cfg.initrd.size());
+  uint32_t rd_lo = static_cast<uint32_t>(initrd_addr),
+           rd_size = static_cast<uint32_t>(cfg.initrd.size());
   put(kZpRamdiskImage, &rd_lo, 4);
   put(kZpRamdiskSize, &rd_size, 4);
   put(kZpExtRamdiskImage, &ext, 4);

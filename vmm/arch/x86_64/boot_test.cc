@@ -51,8 +51,8 @@ TEST(Boot, BzImageLoadsPayloadAndZeroPage) {
   ASSERT_TRUE(write_boot_info(ram.mem, *k, cfg));
   const uint64_t zp = kZeroPageAddr;
   EXPECT_EQ(ram.at<uint32_t>(zp + 0x202), 0x53726448u);  // header copied
-  EXPECT_EQ(ram.bytes[zp + 0x210], 0xFF);                 // type_of_loader
-  EXPECT_EQ(ram.bytes[zp + 0x211] & 1, 1);                // LOADED_HIGH
+  EXPECT_EQ(ram.bytes[zp + 0x210], 0xFF);                // type_of_loader
+  EXPECT_EQ(ram.bytes[zp + 0x211] & 1, 1);               // LOADED_HIGH
   EXPECT_EQ(ram.at<uint32_t>(zp + 0x228), kCmdlineAddr);
   EXPECT_STREQ(reinterpret_cast<const char*>(ram.bytes.data() + kCmdlineAddr), "console=ttyS0");
   uint32_t rd = ram.at<uint32_t>(zp + 0x218);
@@ -94,7 +94,8 @@ TEST(Boot, InitrdThatDoesNotFitIsAnError) {
   EXPECT_FALSE(write_boot_info(ram.mem, *k, cfg));
 }
 
-std::string make_elf(uint64_t paddr, const std::string& code, bool pvh_note, uint32_t pvh_entry = 0) {
+std::string make_elf(uint64_t paddr, const std::string& code, bool pvh_note,
+                     uint32_t pvh_entry = 0) {
   Elf64_Ehdr eh{};
   std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
   eh.e_ident[EI_CLASS] = ELFCLASS64;
@@ -169,7 +170,7 @@ TEST(Boot, ElfSegmentOutsideRamOrFileRejected) {
   EXPECT_FALSE(load_kernel(ram.mem, make_elf(0x10000000, "x", false)));  // beyond RAM
   EXPECT_FALSE(load_kernel(ram.mem, make_elf(0x1000, "x", false)));      // below 1 MiB
   std::string elf = make_elf(0x100000, "abc", false);
-  EXPECT_FALSE(load_kernel(ram.mem, elf.substr(0, elf.size() - 2)));     // truncated
+  EXPECT_FALSE(load_kernel(ram.mem, elf.substr(0, elf.size() - 2)));  // truncated
   EXPECT_FALSE(load_kernel(ram.mem, "garbage"));
 }
 

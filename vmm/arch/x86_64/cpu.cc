@@ -26,7 +26,7 @@ kvm_cpuid_entry2 topology_entry(uint32_t function, uint32_t sub, uint32_t index,
   e.function = function;
   e.index = sub;
   e.flags = KVM_CPUID_FLAG_SIGNIFCANT_INDEX;
-  e.edx = index;  // x2APIC ID
+  e.edx = index;   // x2APIC ID
   if (sub == 0) {  // SMT level: one thread per core
     e.eax = 0;
     e.ebx = 1;
@@ -51,20 +51,25 @@ CpuVendor cpuid_vendor(const kvm::CpuidEntries& entries) {
     std::memcpy(v + 4, &e.edx, 4);
     std::memcpy(v + 8, &e.ecx, 4);
     if (std::strcmp(v, "GenuineIntel") == 0) return CpuVendor::kIntel;
-    if (std::strcmp(v, "AuthenticAMD") == 0 || std::strcmp(v, "HygonGenuine") == 0) return CpuVendor::kAmd;
+    if (std::strcmp(v, "AuthenticAMD") == 0 || std::strcmp(v, "HygonGenuine") == 0)
+      return CpuVendor::kAmd;
   }
   return CpuVendor::kOther;
 }
 
 std::string vendor_name(CpuVendor v) {
   switch (v) {
-    case CpuVendor::kIntel: return "intel";
-    case CpuVendor::kAmd: return "amd";
-    default: return "other";
+    case CpuVendor::kIntel:
+      return "intel";
+    case CpuVendor::kAmd:
+      return "amd";
+    default:
+      return "other";
   }
 }
 
-kvm::CpuidEntries normalize_cpuid(const kvm::CpuidEntries& supported, uint32_t index, uint32_t count) {
+kvm::CpuidEntries normalize_cpuid(const kvm::CpuidEntries& supported, uint32_t index,
+                                  uint32_t count) {
   const CpuVendor vendor = cpuid_vendor(supported);
   kvm::CpuidEntries out;
   for (auto e : supported) {
@@ -73,7 +78,10 @@ kvm::CpuidEntries normalize_cpuid(const kvm::CpuidEntries& supported, uint32_t i
         e.ebx = (index << 24) | (count << 16) | (8u << 8) | (e.ebx & 0xFF);  // CLFLUSH 64 bytes
         e.ecx |= kLeaf1EcxTscDeadline | kLeaf1EcxHypervisor;
         e.ecx &= ~kLeaf1EcxPdcm;
-        if (count > 1) e.edx |= kLeaf1EdxHtt; else e.edx &= ~kLeaf1EdxHtt;
+        if (count > 1)
+          e.edx |= kLeaf1EdxHtt;
+        else
+          e.edx &= ~kLeaf1EdxHtt;
         break;
       case 0x4:
         if (vendor == CpuVendor::kIntel) {  // cores per package - 1, one thread per cache
@@ -93,13 +101,14 @@ kvm::CpuidEntries normalize_cpuid(const kvm::CpuidEntries& supported, uint32_t i
       case 0x1F:
         continue;  // rebuilt below per vCPU
       case 0x80000008:
-        if (vendor == CpuVendor::kAmd) e.ecx = (e.ecx & ~0xF0FFu) | (bits_for(count) << 12) | (count - 1);
+        if (vendor == CpuVendor::kAmd)
+          e.ecx = (e.ecx & ~0xF0FFu) | (bits_for(count) << 12) | (count - 1);
         break;
       case 0x8000001E:
         if (vendor == CpuVendor::kAmd) {
-          e.eax = index;                 // extended APIC ID
+          e.eax = index;                       // extended APIC ID
           e.ebx = (e.ebx & ~0xFFFFu) | index;  // core ID, one thread per core
-          e.ecx = 0;                     // node 0
+          e.ecx = 0;                           // node 0
         }
         break;
       default:
@@ -107,7 +116,8 @@ kvm::CpuidEntries normalize_cpuid(const kvm::CpuidEntries& supported, uint32_t i
     }
     out.push_back(e);
   }
-  bool has_1f = std::any_of(supported.begin(), supported.end(), [](const auto& e) { return e.function == 0x1F; });
+  bool has_1f = std::any_of(supported.begin(), supported.end(),
+                            [](const auto& e) { return e.function == 0x1F; });
   for (uint32_t sub = 0; sub < 3; ++sub) {
     out.push_back(topology_entry(0xB, sub, index, count));
     if (has_1f) out.push_back(topology_entry(0x1F, sub, index, count));
@@ -129,23 +139,24 @@ void set_lint_pins(kvm_lapic_state& lapic) {
 Status configure_boot_vcpu(kvm::Vcpu& vcpu, const kvm::CpuidEntries& cpuid,
                            const std::vector<uint32_t>& supported_msrs, const LoadedKernel& kernel,
                            bool boot_cpu) {
-  if (auto st = vcpu.set_cpuid(cpuid); !st) return st;  // before MSRs: MSR validity depends on CPUID
+  if (auto st = vcpu.set_cpuid(cpuid); !st)
+    return st;  // before MSRs: MSR validity depends on CPUID
 
   std::vector<kvm::MsrEntry> msrs;
   auto add = [&](uint32_t idx, uint64_t v) {
     if (std::find(supported_msrs.begin(), supported_msrs.end(), idx) != supported_msrs.end())
       msrs.push_back({idx, v});
   };
-  add(0x174, 0);         // SYSENTER_CS
-  add(0x175, 0);         // SYSENTER_ESP
-  add(0x176, 0);         // SYSENTER_EIP
-  add(0xC0000081, 0);    // STAR
-  add(0xC0000083, 0);    // CSTAR
-  add(0xC0000102, 0);    // KERNEL_GS_BASE
-  add(0xC0000084, 0);    // SFMASK
-  add(0xC0000082, 0);    // LSTAR
-  add(0x10, 0);          // TSC
-  add(0x1A0, 1);         // MISC_ENABLE: fast strings
+  add(0x174, 0);       // SYSENTER_CS
+  add(0x175, 0);       // SYSENTER_ESP
+  add(0x176, 0);       // SYSENTER_EIP
+  add(0xC0000081, 0);  // STAR
+  add(0xC0000083, 0);  // CSTAR
+  add(0xC0000102, 0);  // KERNEL_GS_BASE
+  add(0xC0000084, 0);  // SFMASK
+  add(0xC0000082, 0);  // LSTAR
+  add(0x10, 0);        // TSC
+  add(0x1A0, 1);       // MISC_ENABLE: fast strings
   if (auto st = vcpu.set_msrs(msrs); !st) return st;
 
   auto lapic = vcpu.get_lapic();
@@ -198,9 +209,9 @@ Status configure_boot_vcpu(kvm::Vcpu& vcpu, const kvm::CpuidEntries& cpuid,
   } else {
     s.cs = seg(0x08, kGdtCode64);
     s.cr3 = kPml4Addr;
-    s.cr4 = 0x20;         // PAE
-    s.cr0 = 0x80000011;   // PG | ET | PE
-    s.efer = 0x500;       // LME | LMA
+    s.cr4 = 0x20;        // PAE
+    s.cr0 = 0x80000011;  // PG | ET | PE
+    s.efer = 0x500;      // LME | LMA
     r.rsi = kZeroPageAddr;
     r.rsp = r.rbp = kBootStackPointer;
   }

@@ -20,7 +20,8 @@ std::string vendor_name(CpuVendor v);
 // Returns the CPUID for vCPU `index` of `count`: APIC ID, topology leaves 0xB/0x1F (and AMD's
 // 0x80000008/0x8000001E), hypervisor + TSC-deadline bits, no PDCM; Intel: no perfmon (0xA),
 // Turbo or WAITPKG.
-kvm::CpuidEntries normalize_cpuid(const kvm::CpuidEntries& supported, uint32_t index, uint32_t count);
+kvm::CpuidEntries normalize_cpuid(const kvm::CpuidEntries& supported, uint32_t index,
+                                  uint32_t count);
 
 // Applies CPUID, MSRs, registers, FPU and LAPIC LINT0/LINT1 to a fresh vCPU.
 // `supported_msrs` filters the boot MSR list to what this host's KVM knows.

@@ -17,7 +17,7 @@ inline constexpr uint64_t kPml4Addr = 0x9000;
 inline constexpr uint64_t kPdptAddr = 0xA000;
 inline constexpr uint64_t kPdAddr = 0xB000;
 inline constexpr uint64_t kCmdlineAddr = 0x20000;
-inline constexpr uint64_t kEbdaStart = 0x9FC00;      // reserved from here to 1 MiB
+inline constexpr uint64_t kEbdaStart = 0x9FC00;       // reserved from here to 1 MiB
 inline constexpr uint64_t kAcpiTablesAddr = 0xE0000;  // RSDP first, tables after it
 inline constexpr uint64_t kAcpiTablesEnd = 0x100000;
 inline constexpr uint64_t kHighMemoryStart = 0x100000;  // kernel load address
@@ -36,7 +36,11 @@ inline constexpr uint16_t kI8042DataPort = 0x60;
 inline constexpr uint16_t kI8042CommandPort = 0x64;
 inline constexpr uint32_t kI8042Gsi = 1;
 
-inline uint64_t virtio_mmio_addr(int slot) { return kVirtioMmioBase + uint64_t(slot) * kVirtioMmioSlotSize; }
-inline uint32_t virtio_gsi(int slot) { return kVirtioFirstGsi + uint32_t(slot); }
+inline uint64_t virtio_mmio_addr(int slot) {
+  return kVirtioMmioBase + uint64_t(slot) * kVirtioMmioSlotSize;
+}
+inline uint32_t virtio_gsi(int slot) {
+  return kVirtioFirstGsi + uint32_t(slot);
+}
 
 }  // namespace cordon::vmm::arch

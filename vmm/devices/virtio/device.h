@@ -29,9 +29,9 @@ inline constexpr uint32_t kDeviceVsock = 19;
 struct DeviceContext {
   GuestMemory* mem = nullptr;
   std::vector<Queue>* queues = nullptr;
-  uint64_t features = 0;                    // negotiated
-  std::function<void()> signal_used;        // sets InterruptStatus bit 0 and raises the IRQ
-  std::function<void()> needs_reset;        // driver broke the protocol: NEEDS_RESET
+  uint64_t features = 0;              // negotiated
+  std::function<void()> signal_used;  // sets InterruptStatus bit 0 and raises the IRQ
+  std::function<void()> needs_reset;  // driver broke the protocol: NEEDS_RESET
 };
 
 class Device {

@@ -6,11 +6,12 @@
 
 namespace cordon::vmm::virtio {
 namespace {
-constexpr uint32_t kMagic = 0x74726976;  // "virt"
+constexpr uint32_t kMagic = 0x74726976;   // "virt"
 constexpr uint32_t kVendor = 0x434F5244;  // "CORD"
 }  // namespace
 
-MmioTransport::MmioTransport(std::unique_ptr<Device> device, GuestMemory* mem, std::function<void()> irq)
+MmioTransport::MmioTransport(std::unique_ptr<Device> device, GuestMemory* mem,
+                             std::function<void()> irq)
     : device_(std::move(device)), mem_(mem), irq_(std::move(irq)) {
   for (int i = 0; i < device_->num_queues(); ++i) queues_.emplace_back(device_->queue_max_size());
 }
@@ -64,45 +65,69 @@ uint32_t MmioTransport::read_reg(uint64_t offset) {
   const uint64_t offered = device_->features() | kFVersion1;
   Queue* q = selected();
   switch (offset) {
-    case 0x000: return kMagic;
-    case 0x004: return 2;
-    case 0x008: return device_->device_id();
-    case 0x00C: return kVendor;
+    case 0x000:
+      return kMagic;
+    case 0x004:
+      return 2;
+    case 0x008:
+      return device_->device_id();
+    case 0x00C:
+      return kVendor;
     case 0x010:
-      return device_features_sel_ == 0 ? static_cast<uint32_t>(offered)
-             : device_features_sel_ == 1 ? static_cast<uint32_t>(offered >> 32) : 0;
-    case 0x034: return q ? q->max_size() : 0;
-    case 0x044: return q ? (q->ready ? 1 : 0) : 0;
-    case 0x060: return interrupt_status_;
-    case 0x070: return status_;
-    case 0x0FC: return config_generation_;
-    default: return 0;
+      return device_features_sel_ == 0   ? static_cast<uint32_t>(offered)
+             : device_features_sel_ == 1 ? static_cast<uint32_t>(offered >> 32)
+                                         : 0;
+    case 0x034:
+      return q ? q->max_size() : 0;
+    case 0x044:
+      return q ? (q->ready ? 1 : 0) : 0;
+    case 0x060:
+      return interrupt_status_;
+    case 0x070:
+      return status_;
+    case 0x0FC:
+      return config_generation_;
+    default:
+      return 0;
   }
 }
 
 void MmioTransport::write_reg(uint64_t offset, uint32_t v) {
   Queue* q = selected();
   // Queue registers may change only between FEATURES_OK and DRIVER_OK, on a queue not yet ready.
-  const bool queue_config_ok = (status_ & kStatusFeaturesOk) && !(status_ & kStatusDriverOk) && q && !q->ready;
+  const bool queue_config_ok =
+      (status_ & kStatusFeaturesOk) && !(status_ & kStatusDriverOk) && q && !q->ready;
   auto set_lo = [](uint64_t& a, uint32_t x) { a = (a & ~0xFFFFFFFFull) | x; };
   auto set_hi = [](uint64_t& a, uint32_t x) { a = (a & 0xFFFFFFFFull) | (uint64_t(x) << 32); };
   switch (offset) {
-    case 0x014: device_features_sel_ = v; break;
+    case 0x014:
+      device_features_sel_ = v;
+      break;
     case 0x020:
       if ((status_ & kStatusDriver) && !(status_ & kStatusFeaturesOk)) {
-        if (driver_features_sel_ == 0) set_lo(driver_features_, v);
-        else if (driver_features_sel_ == 1) set_hi(driver_features_, v);
+        if (driver_features_sel_ == 0)
+          set_lo(driver_features_, v);
+        else if (driver_features_sel_ == 1)
+          set_hi(driver_features_, v);
       }
       break;
-    case 0x024: driver_features_sel_ = v; break;
-    case 0x030: queue_sel_ = v; break;
-    case 0x038: if (queue_config_ok) q->size = static_cast<uint16_t>(std::min<uint32_t>(v, 0xFFFF)); break;
+    case 0x024:
+      driver_features_sel_ = v;
+      break;
+    case 0x030:
+      queue_sel_ = v;
+      break;
+    case 0x038:
+      if (queue_config_ok) q->size = static_cast<uint16_t>(std::min<uint32_t>(v, 0xFFFF));
+      break;
     case 0x044:
       if (queue_config_ok && v == 1) {
         q->event_idx = (driver_features_ & kFEventIdx) != 0;
         q->indirect = (driver_features_ & kFIndirectDesc) != 0;
-        if (q->validate(*mem_)) q->ready = true;
-        else status_ |= kStatusNeedsReset;
+        if (q->validate(*mem_))
+          q->ready = true;
+        else
+          status_ |= kStatusNeedsReset;
       } else if (q && v == 0 && !(status_ & kStatusDriverOk)) {
         q->ready = false;
       }
@@ -111,15 +136,32 @@ void MmioTransport::write_reg(uint64_t offset, uint32_t v) {
       if (activated_ && v < queues_.size() && queues_[v].ready && !(status_ & kStatusNeedsReset))
         device_->notify(static_cast<int>(v));
       break;
-    case 0x064: interrupt_status_ &= ~v; break;
-    case 0x070: set_status(v); break;
-    case 0x080: if (queue_config_ok) set_lo(q->desc_addr, v); break;
-    case 0x084: if (queue_config_ok) set_hi(q->desc_addr, v); break;
-    case 0x090: if (queue_config_ok) set_lo(q->avail_addr, v); break;
-    case 0x094: if (queue_config_ok) set_hi(q->avail_addr, v); break;
-    case 0x0A0: if (queue_config_ok) set_lo(q->used_addr, v); break;
-    case 0x0A4: if (queue_config_ok) set_hi(q->used_addr, v); break;
-    default: break;
+    case 0x064:
+      interrupt_status_ &= ~v;
+      break;
+    case 0x070:
+      set_status(v);
+      break;
+    case 0x080:
+      if (queue_config_ok) set_lo(q->desc_addr, v);
+      break;
+    case 0x084:
+      if (queue_config_ok) set_hi(q->desc_addr, v);
+      break;
+    case 0x090:
+      if (queue_config_ok) set_lo(q->avail_addr, v);
+      break;
+    case 0x094:
+      if (queue_config_ok) set_hi(q->avail_addr, v);
+      break;
+    case 0x0A0:
+      if (queue_config_ok) set_lo(q->used_addr, v);
+      break;
+    case 0x0A4:
+      if (queue_config_ok) set_hi(q->used_addr, v);
+      break;
+    default:
+      break;
   }
 }
 

@@ -76,15 +76,18 @@ uint64_t Chain::write(GuestMemory& mem, uint64_t offset, const void* src, uint64
 
 Status Queue::validate(const GuestMemory& mem) const {
   if (size == 0 || size > max_size_ || (size & (size - 1)) != 0)
-    return fail("virtqueue size " + std::to_string(size) + " is not a power of two <= " +
-                std::to_string(max_size_));
+    return fail("virtqueue size " + std::to_string(size) +
+                " is not a power of two <= " + std::to_string(max_size_));
   // Alignment: descriptors 16, avail 2, used 4 (virtio 1.2 §2.7 table).
   if (desc_addr % 16 || avail_addr % 2 || used_addr % 4)
-    return fail("virtqueue rings misaligned (desc " + hex(desc_addr) + ", avail " + hex(avail_addr) +
-                ", used " + hex(used_addr) + ")");
-  if (!mem.range_ok(desc_addr, 16ull * size)) return fail("descriptor table " + hex(desc_addr) + " outside RAM");
-  if (!mem.range_ok(avail_addr, 6 + 2ull * size)) return fail("avail ring " + hex(avail_addr) + " outside RAM");
-  if (!mem.range_ok(used_addr, 6 + 8ull * size)) return fail("used ring " + hex(used_addr) + " outside RAM");
+    return fail("virtqueue rings misaligned (desc " + hex(desc_addr) + ", avail " +
+                hex(avail_addr) + ", used " + hex(used_addr) + ")");
+  if (!mem.range_ok(desc_addr, 16ull * size))
+    return fail("descriptor table " + hex(desc_addr) + " outside RAM");
+  if (!mem.range_ok(avail_addr, 6 + 2ull * size))
+    return fail("avail ring " + hex(avail_addr) + " outside RAM");
+  if (!mem.range_ok(used_addr, 6 + 8ull * size))
+    return fail("used ring " + hex(used_addr) + " outside RAM");
   return {};
 }
 
@@ -132,7 +135,8 @@ Status Queue::walk(const GuestMemory& mem, uint16_t head, Chain& chain) const {
       if (d.flags & kDescFNext) return fail("indirect descriptor with NEXT set");
       if (d.len == 0 || d.len % 16 != 0 || d.len / 16 > kMaxQueueSize)
         return fail("indirect table length " + std::to_string(d.len) + " invalid");
-      if (!mem.range_ok(d.addr, d.len)) return fail("indirect table " + hex(d.addr) + " outside RAM");
+      if (!mem.range_ok(d.addr, d.len))
+        return fail("indirect table " + hex(d.addr) + " outside RAM");
       table = d.addr;
       table_len = d.len / 16;
       i = 0;
@@ -141,7 +145,8 @@ Status Queue::walk(const GuestMemory& mem, uint16_t head, Chain& chain) const {
       continue;
     }
     if (!mem.range_ok(d.addr, d.len))
-      return fail("descriptor buffer " + hex(d.addr) + "+" + std::to_string(d.len) + " outside RAM");
+      return fail("descriptor buffer " + hex(d.addr) + "+" + std::to_string(d.len) +
+                  " outside RAM");
     if (d.flags & kDescFWrite) {
       chain.writable.push_back({d.addr, d.len});
       chain.writable_bytes += d.len;
@@ -153,7 +158,8 @@ Status Queue::walk(const GuestMemory& mem, uint16_t head, Chain& chain) const {
     if (chain.readable_bytes + chain.writable_bytes > kMaxChainBytes)
       return fail("descriptor chain larger than 1 GiB");
     if (!(d.flags & kDescFNext)) break;
-    if (d.next >= table_len) return fail("descriptor next " + std::to_string(d.next) + " out of range");
+    if (d.next >= table_len)
+      return fail("descriptor next " + std::to_string(d.next) + " out of range");
     i = d.next;
   }
   return {};

@@ -55,8 +55,8 @@ class Queue {
   // Device-side state (part of a snapshot).
   uint16_t next_avail = 0;
   uint16_t next_used = 0;
-  bool event_idx = false;      // VIRTIO_F_EVENT_IDX negotiated
-  bool indirect = false;       // VIRTIO_F_INDIRECT_DESC negotiated
+  bool event_idx = false;       // VIRTIO_F_EVENT_IDX negotiated
+  bool indirect = false;        // VIRTIO_F_INDIRECT_DESC negotiated
   uint16_t signalled_used = 0;  // used idx at the last interrupt (EVENT_IDX)
   bool signalled_valid = false;
 

@@ -21,7 +21,8 @@ struct Ring {
     q.used_addr = kUsed;
     q.ready = true;
   }
-  void desc(uint16_t i, uint64_t addr, uint32_t len, uint16_t flags, uint16_t next, uint64_t table = kDesc) {
+  void desc(uint16_t i, uint64_t addr, uint32_t len, uint16_t flags, uint16_t next,
+            uint64_t table = kDesc) {
     uint8_t* d = ram.data() + table + 16 * i;
     std::memcpy(d, &addr, 8);
     std::memcpy(d + 8, &len, 4);

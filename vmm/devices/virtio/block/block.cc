@@ -57,7 +57,9 @@ Result<std::unique_ptr<Block>> Block::create(const std::string& base, const std:
   return b;
 }
 
-uint64_t Block::features() const { return kFFlush | kFIndirectDesc | (overlay_.valid() ? 0 : kFRo); }
+uint64_t Block::features() const {
+  return kFFlush | kFIndirectDesc | (overlay_.valid() ? 0 : kFRo);
+}
 
 void Block::read_config(uint64_t offset, uint8_t* data, size_t len) {
   uint8_t cfg[8];
@@ -72,7 +74,8 @@ Status Block::read_at(uint64_t off, uint8_t* dst, uint64_t len) {
     uint64_t blk = off / kBlockBytes;
     uint64_t n = std::min(len, (blk + 1) * kBlockBytes - off);
     bool in_overlay = overlay_.valid() && dirty_[blk];
-    if (!pread_all(in_overlay ? overlay_.get() : base_.get(), dst, n, off)) return fail("block read I/O error");
+    if (!pread_all(in_overlay ? overlay_.get() : base_.get(), dst, n, off))
+      return fail("block read I/O error");
     dst += n;
     off += n;
     len -= n;
@@ -90,7 +93,8 @@ Status Block::write_at(uint64_t off, const uint8_t* src, uint64_t len) {
     uint64_t n = std::min(len, start + kBlockBytes - off);
     if (!dirty_[blk] && n < kBlockBytes) {  // copy-on-write of the rest of the block
       uint64_t bl = std::min(kBlockBytes, size_ - start);
-      if (!pread_all(base_.get(), tmp.data(), bl, start) || !pwrite_all(overlay_.get(), tmp.data(), bl, start))
+      if (!pread_all(base_.get(), tmp.data(), bl, start) ||
+          !pwrite_all(overlay_.get(), tmp.data(), bl, start))
         return fail("block copy-on-write I/O error");
     }
     if (!pwrite_all(overlay_.get(), src, n, off)) return fail("block write I/O error");
@@ -108,7 +112,8 @@ uint8_t Block::handle(const Chain& c, uint32_t* written) {
     uint64_t sector;
   } hdr{};
   *written = 0;
-  if (c.read(*ctx_.mem, 0, &hdr, sizeof hdr) != sizeof hdr || c.writable_bytes < 1) return kStatusIoErr;
+  if (c.read(*ctx_.mem, 0, &hdr, sizeof hdr) != sizeof hdr || c.writable_bytes < 1)
+    return kStatusIoErr;
   uint64_t data_out = c.readable_bytes - sizeof hdr;  // payload for writes
   uint64_t data_in = c.writable_bytes - 1;            // room for reads, before the status byte
   if (hdr.sector > (~0ull >> 9)) return kStatusIoErr;
@@ -134,10 +139,12 @@ uint8_t Block::handle(const Chain& c, uint32_t* written) {
       return kStatusOk;
     case kTypeGetId: {
       const char id[20] = "cordon-vmm-disk";
-      *written = static_cast<uint32_t>(c.write(*ctx_.mem, 0, id, std::min<uint64_t>(data_in, sizeof id)));
+      *written =
+          static_cast<uint32_t>(c.write(*ctx_.mem, 0, id, std::min<uint64_t>(data_in, sizeof id)));
       return kStatusOk;
     }
-    default: return kStatusUnsupp;
+    default:
+      return kStatusUnsupp;
   }
 }
 
@@ -155,7 +162,8 @@ void Block::notify(int queue) {
     const Chain& c = **chain;
     uint32_t written = 0;
     uint8_t status = handle(c, &written);
-    if (c.writable_bytes >= 1) c.write(*ctx_.mem, c.writable_bytes - 1, &status, 1);  // status is last
+    if (c.writable_bytes >= 1)
+      c.write(*ctx_.mem, c.writable_bytes - 1, &status, 1);  // status is last
     (void)q.add_used(*ctx_.mem, c.head, written + 1);
     used = true;
   }

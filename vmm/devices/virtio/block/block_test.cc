@@ -35,12 +35,12 @@ TEST(Block, CopyOnWriteLeavesBaseUntouched) {
   const char* msg = "written by the guest";
   ASSERT_TRUE((*b)->write_at(1000, reinterpret_cast<const uint8_t*>(msg), std::strlen(msg)));
   ASSERT_TRUE((*b)->read_at(512, buf, 1024));
-  EXPECT_EQ(buf[0], 'b');                                   // rest of the block copied from base
+  EXPECT_EQ(buf[0], 'b');  // rest of the block copied from base
   EXPECT_EQ(std::memcmp(buf + 488, msg, std::strlen(msg)), 0);
   EXPECT_EQ(buf[1023], 'c');
   std::ifstream base(d.dir + "/base.img", std::ios::binary);
   std::string orig((std::istreambuf_iterator<char>(base)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(orig[1000], 'b');                               // base unchanged
+  EXPECT_EQ(orig[1000], 'b');  // base unchanged
   // A second VM over the same base sees the original data.
   auto b2 = Block::create(d.dir + "/base.img", d.dir + "/overlay2");
   ASSERT_TRUE(b2);

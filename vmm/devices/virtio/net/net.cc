@@ -16,7 +16,8 @@ namespace cordon::vmm::virtio {
 bool parse_mac(const std::string& s, uint8_t out[6]) {
   unsigned v[6];
   char extra;
-  if (std::sscanf(s.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &extra) != 6)
+  if (std::sscanf(s.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                  &extra) != 6)
     return false;
   for (int i = 0; i < 6; ++i) out[i] = static_cast<uint8_t>(v[i]);
   return true;
@@ -26,7 +27,8 @@ Result<std::unique_ptr<Net>> Net::create(const std::string& tap_name, const std:
                                          devices::EventLoop* loop) {
   uint8_t m[6];
   if (!parse_mac(mac, m)) return fail("virtio-net: bad MAC address '" + mac + "'");
-  if (tap_name.empty() || tap_name.size() >= IFNAMSIZ) return fail("virtio-net: bad TAP name '" + tap_name + "'");
+  if (tap_name.empty() || tap_name.size() >= IFNAMSIZ)
+    return fail("virtio-net: bad TAP name '" + tap_name + "'");
   int fd = ::open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return fail(std::string("open /dev/net/tun: ") + std::strerror(errno));
   kvm::Fd owned(fd);
@@ -37,7 +39,8 @@ Result<std::unique_ptr<Net>> Net::create(const std::string& tap_name, const std:
   if (::ioctl(fd, TUNSETIFF, &ifr) < 0)
     return fail("TUNSETIFF " + tap_name + ": " + std::strerror(errno));
   int hdr = static_cast<int>(kVnetHeaderBytes);
-  if (::ioctl(fd, TUNSETVNETHDRSZ, &hdr) < 0) return fail(std::string("TUNSETVNETHDRSZ: ") + std::strerror(errno));
+  if (::ioctl(fd, TUNSETVNETHDRSZ, &hdr) < 0)
+    return fail(std::string("TUNSETVNETHDRSZ: ") + std::strerror(errno));
   std::unique_ptr<Net> n(new Net(owned.release(), loop));
   std::memcpy(n->mac_, m, 6);
   return n;
@@ -72,7 +75,8 @@ Status Net::activate(const DeviceContext& ctx) {
       return fail(std::string("TUNSETOFFLOAD: ") + std::strerror(errno));
   }
   if (!tap_armed_) {
-    if (auto st = loop_->add(tap_.get(), EPOLLIN, [this](uint32_t ev) { on_tap(ev); }); !st) return st;
+    if (auto st = loop_->add(tap_.get(), EPOLLIN, [this](uint32_t ev) { on_tap(ev); }); !st)
+      return st;
     tap_armed_ = true;
   }
   active_ = true;

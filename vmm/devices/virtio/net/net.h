@@ -17,8 +17,9 @@
 namespace cordon::vmm::virtio {
 
 inline constexpr uint64_t kNetFCsum = 1ull << 0, kNetFGuestCsum = 1ull << 1, kNetFMac = 1ull << 5,
-                          kNetFGuestTso4 = 1ull << 7, kNetFGuestTso6 = 1ull << 8, kNetFHostTso4 = 1ull << 11,
-                          kNetFHostTso6 = 1ull << 12, kNetFMrgRxbuf = 1ull << 15;
+                          kNetFGuestTso4 = 1ull << 7, kNetFGuestTso6 = 1ull << 8,
+                          kNetFHostTso4 = 1ull << 11, kNetFHostTso6 = 1ull << 12,
+                          kNetFMrgRxbuf = 1ull << 15;
 
 class Net : public Device {
  public:

@@ -80,7 +80,8 @@ TEST(Net, TxAndRxThroughQueues) {
   std::memcpy(ram.data() + 0x2002, &one, 2);
   ASSERT_EQ(::send(sv[1], "frame-to-the-guest", 18, 0), 18);
   ASSERT_TRUE(loop.start());
-  for (int i = 0; i < 200 && net->rx_frames() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int i = 0; i < 200 && net->rx_frames() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   loop.stop();
   EXPECT_EQ(net->rx_frames(), 1u);
   uint32_t used_len;

@@ -8,7 +8,8 @@ namespace cordon::vmm::virtio {
 
 class Rng : public Device {
  public:
-  static constexpr uint32_t kMaxRequestBytes = 64 * 1024;  // per chain, like Firecracker's entropy device
+  static constexpr uint32_t kMaxRequestBytes =
+      64 * 1024;  // per chain, like Firecracker's entropy device
   uint32_t device_id() const override { return kDeviceRng; }
   uint64_t features() const override { return kFIndirectDesc; }
   int num_queues() const override { return 1; }

@@ -68,7 +68,8 @@ Result<std::unique_ptr<Vsock>> Vsock::create(uint64_t guest_cid, const std::stri
   std::unique_ptr<Vsock> v(new Vsock(guest_cid, uds_path, loop));
   v->listener_ = kvm::Fd(*fd);
   Vsock* raw = v.get();
-  if (auto st = loop->add(*fd, EPOLLIN, [raw](uint32_t) { raw->on_listener(); }); !st) return fail(st.error());
+  if (auto st = loop->add(*fd, EPOLLIN, [raw](uint32_t) { raw->on_listener(); }); !st)
+    return fail(st.error());
   return v;
 }
 
@@ -143,7 +144,8 @@ VsockHeader Vsock::reply_header(const Conn& c, uint16_t op) const {
 
 void Vsock::queue_rx(VsockHeader h, std::string payload) {
   h.len = static_cast<uint32_t>(payload.size());
-  if (rx_pending_.size() >= kMaxPendingRx && h.op == kVsockOpRw) return;  // readers are paused before this
+  if (rx_pending_.size() >= kMaxPendingRx && h.op == kVsockOpRw)
+    return;  // readers are paused before this
   rx_pending_.emplace_back(h, std::move(payload));
 }
 
@@ -252,8 +254,9 @@ void Vsock::handle_tx_packet(const VsockHeader& h, const std::string& payload) {
     c.peer_port = h.src_port;
     c.peer_buf_alloc = h.buf_alloc;
     c.peer_fwd_cnt = h.fwd_cnt;
-    auto fd = conns_.size() < kMaxConnections ? unix_socket(path_ + "_" + std::to_string(h.dst_port), false)
-                                              : Result<int>(fail("too many connections"));
+    auto fd = conns_.size() < kMaxConnections
+                  ? unix_socket(path_ + "_" + std::to_string(h.dst_port), false)
+                  : Result<int>(fail("too many connections"));
     if (!fd) {
       queue_rx(reply_header(c, kVsockOpRst));
       return;
@@ -263,7 +266,8 @@ void Vsock::handle_tx_packet(const VsockHeader& h, const std::string& payload) {
     conns_[k] = c;
     by_fd_[c.fd] = k;
     int cfd = c.fd;
-    (void)loop_->add(cfd, EPOLLIN | EPOLLRDHUP, [this, cfd](uint32_t ev) { on_conn_event(cfd, ev); });
+    (void)loop_->add(cfd, EPOLLIN | EPOLLRDHUP,
+                     [this, cfd](uint32_t ev) { on_conn_event(cfd, ev); });
     queue_rx(reply_header(c, kVsockOpResponse));
     return;
   }
@@ -300,9 +304,12 @@ void Vsock::handle_tx_packet(const VsockHeader& h, const std::string& payload) {
       }
       c.fwd_cnt += static_cast<uint32_t>(payload.size());
       // Tell the guest about freed credit once a good part of the window was consumed.
-      if (c.fwd_cnt % (kBufAlloc / 4) < payload.size()) queue_rx(reply_header(c, kVsockOpCreditUpdate));
+      if (c.fwd_cnt % (kBufAlloc / 4) < payload.size())
+        queue_rx(reply_header(c, kVsockOpCreditUpdate));
       break;
-    case kVsockOpCreditRequest: queue_rx(reply_header(c, kVsockOpCreditUpdate)); break;
+    case kVsockOpCreditRequest:
+      queue_rx(reply_header(c, kVsockOpCreditUpdate));
+      break;
     case kVsockOpCreditUpdate:
       if (!c.reading) {
         c.reading = true;
@@ -316,8 +323,11 @@ void Vsock::handle_tx_packet(const VsockHeader& h, const std::string& payload) {
         ::shutdown(c.fd, SHUT_WR);
       }
       break;
-    case kVsockOpRst: close_conn(k, false); break;
-    default: break;
+    case kVsockOpRst:
+      close_conn(k, false);
+      break;
+    default:
+      break;
   }
 }
 
@@ -396,7 +406,8 @@ void Vsock::on_conn_event(int fd, uint32_t events) {
     unsigned long port = 0;
     char* end = nullptr;
     if (line.rfind("CONNECT ", 0) != 0 || !active_ ||
-        (port = std::strtoul(line.c_str() + 8, &end, 10), end == nullptr || *end != '\n') || port > 0xFFFFFFFFul) {
+        (port = std::strtoul(line.c_str() + 8, &end, 10), end == nullptr || *end != '\n') ||
+        port > 0xFFFFFFFFul) {
       loop_->remove(fd);
       ::close(fd);
       return;

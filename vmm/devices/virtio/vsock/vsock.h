@@ -37,18 +37,19 @@ struct VsockHeader {
 } __attribute__((packed));
 static_assert(sizeof(VsockHeader) == 44);
 
-inline constexpr uint16_t kVsockOpRequest = 1, kVsockOpResponse = 2, kVsockOpRst = 3, kVsockOpShutdown = 4,
-                          kVsockOpRw = 5, kVsockOpCreditUpdate = 6, kVsockOpCreditRequest = 7;
+inline constexpr uint16_t kVsockOpRequest = 1, kVsockOpResponse = 2, kVsockOpRst = 3,
+                          kVsockOpShutdown = 4, kVsockOpRw = 5, kVsockOpCreditUpdate = 6,
+                          kVsockOpCreditRequest = 7;
 inline constexpr uint16_t kVsockTypeStream = 1;
 inline constexpr uint64_t kVsockHostCid = 2;
 
 class Vsock : public Device {
  public:
-  static constexpr uint32_t kMaxPacketBytes = 64 * 1024;   // Firecracker's maximum buffer
-  static constexpr uint32_t kBufAlloc = 256 * 1024;        // what we tell the guest we can hold
-  static constexpr size_t kMaxPendingRx = 256;              // packets waiting for rx buffers
+  static constexpr uint32_t kMaxPacketBytes = 64 * 1024;  // Firecracker's maximum buffer
+  static constexpr uint32_t kBufAlloc = 256 * 1024;       // what we tell the guest we can hold
+  static constexpr size_t kMaxPendingRx = 256;            // packets waiting for rx buffers
   static constexpr size_t kMaxConnections = 1024;
-  static constexpr size_t kMaxConnectLine = 32;             // "CONNECT 4294967295\n"
+  static constexpr size_t kMaxConnectLine = 32;  // "CONNECT 4294967295\n"
   static constexpr uint32_t kFirstHostPort = 1u << 30;
 
   static Result<std::unique_ptr<Vsock>> create(uint64_t guest_cid, const std::string& uds_path,
@@ -70,18 +71,19 @@ class Vsock : public Device {
  private:
   struct Conn {
     int fd = -1;
-    uint32_t local_port = 0;   // host side
-    uint32_t peer_port = 0;    // guest side
+    uint32_t local_port = 0;  // host side
+    uint32_t peer_port = 0;   // guest side
     bool established = false;
     bool host_initiated = false;
     uint32_t peer_buf_alloc = 0, peer_fwd_cnt = 0;
-    uint32_t tx_cnt = 0;       // bytes we sent to the guest
-    uint32_t fwd_cnt = 0;      // bytes we delivered to the Unix socket
-    bool reading = true;       // EPOLLIN armed
+    uint32_t tx_cnt = 0;   // bytes we sent to the guest
+    uint32_t fwd_cnt = 0;  // bytes we delivered to the Unix socket
+    bool reading = true;   // EPOLLIN armed
   };
   using Key = std::pair<uint32_t, uint32_t>;  // (local_port, peer_port)
 
-  Vsock(uint64_t cid, std::string path, devices::EventLoop* loop) : cid_(cid), path_(std::move(path)), loop_(loop) {}
+  Vsock(uint64_t cid, std::string path, devices::EventLoop* loop)
+      : cid_(cid), path_(std::move(path)), loop_(loop) {}
   void on_listener();
   void on_conn_event(int fd, uint32_t events);
   void handle_tx_packet(const VsockHeader& h, const std::string& payload);

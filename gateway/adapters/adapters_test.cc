@@ -1,0 +1,112 @@
+#include "gateway/adapters/adapters.h"
+
+#include <gtest/gtest.h>
+
+#include "gateway/request_pipeline.h"
+#include "gateway/testing/fakes.h"
+
+namespace cordon::gateway::adapters {
+namespace {
+
+constexpr std::string_view kRules = R"(
+version: 1
+credentials:
+  - {name: k, secret: key, inject: {header: X-Key}, token: optional}
+destinations:
+  - id: api
+    hosts: [api.example.com]
+    routes:
+      - {id: deny-admin, action: deny, path: {prefix: /admin/}}
+      - {id: get, methods: [GET], credential: k}
+  - id: pt
+    hosts: [pt.example.net]
+    tls: passthrough
+profiles:
+  p: {destinations: [api, pt]}
+)";
+
+std::shared_ptr<const PolicyView> view() {
+  auto r = policy::compile_policy(kRules, "test.yaml");
+  EXPECT_TRUE(r.ok()) << r.errors_text();
+  return make_policy_view(r.policy);
+}
+
+TEST(PolicyAdapter, DestinationsDecisionsAndPaths) {
+  auto v = view();
+  auto d = v->destination("p", "api.example.com", 443);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->id, "api");
+  EXPECT_EQ(v->destination("p", "pt.example.net", 443)->tls, TlsMode::kPassthrough);
+  EXPECT_FALSE(v->destination("p", "evil.example.com", 443));
+  EXPECT_FALSE(v->destination("nope", "api.example.com", 443));
+
+  RequestFacts f;
+  f.profile = "p";
+  f.host = "api.example.com";
+  f.port = 443;
+  f.method = "GET";
+  f.path = "/repos?x=1";
+  Decision dec = v->decide(f);
+  EXPECT_TRUE(dec.allow);
+  EXPECT_EQ(dec.route, "get");
+  ASSERT_TRUE(dec.credential);
+  EXPECT_EQ(dec.credential->header, "X-Key");
+  EXPECT_EQ(dec.credential->token, TokenMode::kOptional);
+  f.path = "/admin/x";
+  dec = v->decide(f);
+  EXPECT_FALSE(dec.allow);
+  EXPECT_EQ(dec.rule, "deny-admin");
+  f.method = "POST";
+  f.path = "/x";
+  EXPECT_FALSE(v->decide(f).allow);
+
+  EXPECT_FALSE(v->canonicalize_path("/a/%2e%2e/b"));
+  EXPECT_FALSE(v->canonicalize_path("/a//b"));
+  EXPECT_EQ(*v->canonicalize_path("/a/b?q=1"), "/a/b?q=1");
+  EXPECT_TRUE(v->address_denied("127.0.0.1"));
+  EXPECT_TRUE(v->address_denied("169.254.169.254"));
+  EXPECT_TRUE(v->address_denied("10.1.2.3"));
+  EXPECT_FALSE(v->address_denied("192.0.2.10"));
+}
+
+TEST(PolicyAdapter, WholePipelineWithRealPolicy) {
+  auto v = view();
+  testing::FakeCredentials creds;
+  creds.put_secret("key", "real-key-value");
+  ConnectionFacts conn;
+  conn.sandbox = {"sb", "p"};
+  conn.host = "api.example.com";
+  conn.port = 443;
+  detail::MessageHead h;
+  h.method = "GET";
+  h.target = "/repos/x";
+  h.headers = {{"Host", "api.example.com"}, {"X-Key", "client"}};
+  Verdict out = evaluate_request(*v, creds, conn, h);
+  ASSERT_EQ(out.status, 0) << out.reason;
+  std::string head = render_request_head(h, out);
+  EXPECT_NE(head.find("X-Key: real-key-value\r\n"), std::string::npos) << head;
+  EXPECT_EQ(head.find("client"), std::string::npos);
+}
+
+TEST(AuditAdapter, RecordBecomesEventWithoutValues) {
+  AuditRecord r;
+  r.kind = "request";
+  r.sandbox = "sb";
+  r.decision = "allow";
+  r.destination = "api";
+  r.route = "get";
+  r.status = 200;
+  r.credential = "k";
+  r.token_id = "t1";
+  audit::Event e = to_audit_event(r);
+  EXPECT_EQ(e.event, "request");
+  EXPECT_EQ(e.rule, "api/get");
+  bool has_token = false;
+  for (auto& [k, v] : e.fields) has_token = has_token || k == "token_id";
+  EXPECT_TRUE(has_token);
+  r.kind = "connection";
+  EXPECT_EQ(to_audit_event(r).event, "connection_refused");
+}
+
+}  // namespace
+}  // namespace cordon::gateway::adapters
