@@ -291,6 +291,13 @@ Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Gateway::~Gateway() {
   stop(0);
+  // Sockets before their io_contexts, io_contexts (and the coroutine frames they still hold,
+  // whose guards use the mutexes below) before the rest of Impl.
+  impl_->proxy_acceptors.clear();
+  impl_->transparent_acceptors.clear();
+  impl_->admin_tcp.reset();
+  impl_->admin_unix.reset();
+  impl_->workers.clear();
 }
 
 Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options, GatewayPorts ports) {

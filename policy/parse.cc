@@ -150,7 +150,7 @@ class Parser {
     }
     Fields out;
     for (auto it = n.begin(); it != n.end(); ++it) {
-      const YAML::Node& k = it->first;
+      const YAML::Node k = it->first;  // a copy: it->first lives only as long as the proxy
       if (!k.IsScalar()) {
         error(mark_of(k, n.Mark()), std::string(what) + ": keys must be plain strings");
         continue;
@@ -594,7 +594,7 @@ void Parser::parse_profiles(const Field& f, std::vector<ProfileDraft>* out) {
   }
   std::set<std::string, std::less<>> names;
   for (auto it = f.value.begin(); it != f.value.end(); ++it) {
-    const YAML::Node& k = it->first;
+    const YAML::Node k = it->first;  // a copy: it->first lives only as long as the proxy
     if (!k.IsScalar() || !valid_id(k.Scalar())) {
       error(mark_of(k, f.value.Mark()), "profile name: use " + std::string(kIdRule));
       continue;

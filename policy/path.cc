@@ -258,6 +258,16 @@ Result<CanonicalTarget> canonicalize_target(std::string_view target) {
   if (!trailing_slash && out.path.size() > 1 && out.path.back() == '/') out.path.pop_back();
   if (trailing_slash && out.path.back() != '/') out.path.push_back('/');
 
+  // Decoding can place an unreserved hex digit right after a kept "%25" ("%25" "%32" "2"
+  // becomes "%2522"): the output would then carry a double encoding and no longer be its own
+  // canonical form. Refuse it like the direct case.
+  for (std::size_t k = out.path.find("%25"); k != std::string::npos;
+       k = out.path.find("%25", k + 1)) {
+    if (k + 4 < out.path.size() && hex_value(out.path[k + 3]) >= 0 &&
+        hex_value(out.path[k + 4]) >= 0)
+      return path_fail(PathError::kDoubleEncoding, "double percent-encoding after decoding", k);
+  }
+
   if (has_query) {
     auto st = check_query(target, path_end + 1);
     if (!st) return fail(st.error());

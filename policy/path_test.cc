@@ -66,6 +66,8 @@ const Case kCases[] = {
     {"/a%23b", PathError::kEncodedDelimiter, "", ""},
     {"/a%252fb", PathError::kDoubleEncoding, "", ""},
     {"/a%252e%252e", PathError::kDoubleEncoding, "", ""},
+    {"/%252%3252", PathError::kDoubleEncoding, "", ""},  // found by fuzz_path
+    {"/%25%34%31", PathError::kDoubleEncoding, "", ""},
     // Raw bytes that servers disagree on.
     {"/a\\b", PathError::kBackslash, "", ""},
     {"/a\\..\\b", PathError::kBackslash, "", ""},

@@ -65,6 +65,8 @@ std::string_view reason_name(Reason r) {
       return "passthrough";
     case Reason::kPathNotCanonical:
       return "path_not_canonical";
+    case Reason::kOverlayDenied:
+      return "overlay_denied";
   }
   return "unknown";
 }
@@ -270,30 +272,34 @@ bool path_matches(const detail::Route& r, std::string_view path) {
 }  // namespace
 
 std::optional<Connection> Policy::match_connection(std::string_view profile, std::string_view host,
-                                                   std::uint16_t port) const {
+                                                   std::uint16_t port,
+                                                   const Overlay* overlay) const {
   const auto& p = *impl_;
   std::uint32_t prof = p.profile_index.find(profile);
   if (prof == StringIndex::kMissing) return std::nullopt;
   char buf[kMaxHostBytes + 1];
   std::size_t n = detail::normalize_host(host, buf);
   if (n == 0 || port == 0) return std::nullopt;
+  if (overlay && !overlay->permits_normalized(std::string_view(buf, n))) return std::nullopt;
   HostLookup r = lookup(p, prof, std::string_view(buf, n), port);
   if (r.destination == StringIndex::kMissing) return std::nullopt;
   const auto& d = p.destinations[r.destination];
   return Connection{d.id, d.tls, d.plaintext};
 }
 
-bool Policy::host_reachable(std::string_view profile, std::string_view host) const {
+bool Policy::host_reachable(std::string_view profile, std::string_view host,
+                            const Overlay* overlay) const {
   const auto& p = *impl_;
   std::uint32_t prof = p.profile_index.find(profile);
   if (prof == StringIndex::kMissing) return false;
   char buf[kMaxHostBytes + 1];
   std::size_t n = detail::normalize_host(host, buf);
   if (n == 0) return false;
+  if (overlay && !overlay->permits_normalized(std::string_view(buf, n))) return false;
   return lookup(p, prof, std::string_view(buf, n), 0).destination != StringIndex::kMissing;
 }
 
-Decision Policy::decide(const Request& req) const {
+Decision Policy::decide(const Request& req, const Overlay* overlay) const {
   const auto& p = *impl_;
   Decision d;
   d.mode = p.mode;
@@ -310,6 +316,11 @@ Decision Policy::decide(const Request& req) const {
   std::size_t n = detail::normalize_host(req.host, buf);
   if (n == 0) return done(false, Reason::kInvalidHost);
   if (req.port == 0) return done(false, Reason::kPortNotAllowed);
+  if (overlay && !overlay->permits_normalized(std::string_view(buf, n))) {
+    Decision o = done(false, Reason::kOverlayDenied);
+    o.allowed = false;  // an overlay only narrows, whatever the mode
+    return o;
+  }
   HostLookup r = lookup(p, prof, std::string_view(buf, n), req.port);
   if (r.destination == StringIndex::kMissing)
     return done(false, r.host_seen ? Reason::kPortNotAllowed : Reason::kHostNotAllowed);
@@ -346,6 +357,49 @@ bool Policy::address_denied(std::string_view address_text) const {
   auto a = IpAddress::parse(address_text);
   if (!a) return true;  // fail closed on anything we cannot read
   return impl_->floors.denies(*a);
+}
+
+namespace detail {
+struct OverlayData {
+  HostMatcher allow;
+  HostMatcher deny;
+  bool allow_all = true;  // allow_out was empty
+};
+}  // namespace detail
+
+Overlay::Overlay(std::unique_ptr<detail::OverlayData> data) : data_(std::move(data)) {}
+Overlay::~Overlay() = default;
+
+Result<std::shared_ptr<const Overlay>> Overlay::compile(const std::vector<std::string>& allow_out,
+                                                        const std::vector<std::string>& deny_out) {
+  auto data = std::make_unique<detail::OverlayData>();
+  data->allow_all = allow_out.empty();
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto& list = pass == 0 ? allow_out : deny_out;
+    for (const auto& text : list) {
+      detail::HostPattern pat;
+      std::string err;
+      if (!detail::parse_host_pattern(text, &pat, &err))
+        return fail(std::string(pass == 0 ? "allowOut" : "denyOut") + " entry '" + text +
+                    "': " + err);
+      (pass == 0 ? data->allow : data->deny).add(pat, 0);
+    }
+  }
+  data->allow.finish();
+  data->deny.finish();
+  return std::make_shared<const Overlay>(std::move(data));
+}
+
+bool Overlay::permits_normalized(std::string_view host) const {
+  auto any = [](std::uint32_t) { return true; };
+  if (!data_->allow_all && data_->allow.match(host, any) == StringIndex::kMissing) return false;
+  return data_->deny.match(host, any) == StringIndex::kMissing;
+}
+
+bool Overlay::permits(std::string_view host) const {
+  char buf[kMaxHostBytes + 1];
+  std::size_t n = detail::normalize_host(host, buf);
+  return n != 0 && permits_normalized(std::string_view(buf, n));
 }
 
 }  // namespace cordon::policy

@@ -94,6 +94,7 @@ enum class Reason : std::uint8_t {
   kCredentialNeedsTls,   // the route injects a credential; plain HTTP without the opt-in
   kPassthrough,          // the destination is passthrough: requests are not inspected
   kPathNotCanonical,     // the path given is not a canonical path (see path.h)
+  kOverlayDenied,        // the sandbox's overlay (allowOut/denyOut) excludes the host
 };
 std::string_view reason_name(Reason r);
 
@@ -128,6 +129,36 @@ struct Diagnostic {
 
 class Policy;
 
+namespace detail {
+struct CompiledPolicy;
+struct OverlayData;
+}  // namespace detail
+
+// A per-sandbox overlay (design.md §8, E2B `network.allowOut/denyOut`) that can only narrow
+// the sandbox's profile: on top of everything the profile requires, the host must match one
+// of allow_out (when allow_out is non-empty) and none of deny_out. Patterns use the rules
+// file's host syntax ("api.x.com", "*.x.com", "**.x.com"; ASCII/punycode only). IP and CIDR
+// entries are not host patterns and are refused here: the caller applies them to resolved
+// addresses, where they too may only add denials. An overlay denial holds in report mode as
+// well (the sandbox's creator asked for it; report mode only relaxes the rules file).
+class Overlay {
+ public:
+  static Result<std::shared_ptr<const Overlay>> compile(const std::vector<std::string>& allow_out,
+                                                        const std::vector<std::string>& deny_out);
+  explicit Overlay(std::unique_ptr<detail::OverlayData> data);
+  ~Overlay();
+  Overlay(const Overlay&) = delete;
+  Overlay& operator=(const Overlay&) = delete;
+
+  // Whether the overlay lets the host through (untrusted input; invalid names are not).
+  bool permits(std::string_view host) const;
+
+ private:
+  friend class Policy;
+  bool permits_normalized(std::string_view host) const;
+  std::unique_ptr<detail::OverlayData> data_;
+};
+
 // Result of compiling a rules file: a policy when there is no error, else every error found
 // (up to kMaxLintErrors), in file order.
 struct CompileResult {
@@ -142,10 +173,6 @@ CompileResult compile_policy(std::string_view yaml_text, std::string_view file_n
 // Reads the file (refusing files over kMaxRulesFileBytes) and compiles it. A read error is
 // returned as a Diagnostic at line 0.
 CompileResult load_policy_file(const std::string& path);
-
-namespace detail {
-struct CompiledPolicy;
-}
 
 class Policy {
  public:
@@ -163,15 +190,18 @@ class Policy {
   bool has_profile(std::string_view profile) const;
 
   // Connection level: the destination for (profile, host, port), or nullopt (refuse).
+  // An overlay, when given, narrows every answer (see Overlay).
   std::optional<Connection> match_connection(std::string_view profile, std::string_view host,
-                                             std::uint16_t port) const;
+                                             std::uint16_t port,
+                                             const Overlay* overlay = nullptr) const;
 
   // Request level: the full decision. Never allocates; under a microsecond (bench/policy).
-  Decision decide(const Request& request) const;
+  Decision decide(const Request& request, const Overlay* overlay = nullptr) const;
 
   // DNS: whether `host` matches any destination of the profile (any port). For unlisted
   // names the resolver answers as dns_unlisted() says.
-  bool host_reachable(std::string_view profile, std::string_view host) const;
+  bool host_reachable(std::string_view profile, std::string_view host,
+                      const Overlay* overlay = nullptr) const;
 
   // Floors: true when the address is inside a deny_cidrs entry, directly or through an IPv6
   // embedding of an IPv4 address (IPv4-mapped ::ffff:0:0/96, IPv4-translated

@@ -11,8 +11,9 @@
 //    Policy (Policy::generation()) before it is published.
 //  * Thread-safe: any number of readers, loads serialized among themselves.
 //
-// Per-sandbox overlays (design.md §8, E2B allowOut/denyOut) are not implemented here yet:
-// they would be a second, narrowing check applied by the caller after decide().
+// Per-sandbox overlays (design.md §8) are separate objects (policy::Overlay) held by the
+// sandbox and passed to each query; they survive reloads because they never refer into a
+// Policy.
 #pragma once
 
 #include <atomic>

@@ -344,6 +344,51 @@ TEST(Decide, ManyDestinationsStillExact) {
   EXPECT_FALSE(ask(*p, "p", "GET", "x.w1.example.org", "/").allowed);
 }
 
+TEST(Overlay, OnlyNarrows) {
+  auto p = example();
+  ASSERT_TRUE(p);
+  auto o = Overlay::compile({"**.github.com", "api.anthropic.com", "github.com"},
+                            {"uploads.github.com"});
+  ASSERT_TRUE(o.has_value()) << o.error().message;
+  const Overlay* ov = o->get();
+  auto d = p->decide(Request{"coding-agent", "api.github.com", 443, "GET", "/repos/a/b", true}, ov);
+  EXPECT_TRUE(d.allowed);
+  d = p->decide(Request{"coding-agent", "registry.npmjs.org", 443, "GET", "/x", true}, ov);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.reason, Reason::kOverlayDenied);
+  d = p->decide(Request{"coding-agent", "uploads.github.com", 443, "GET", "/x", true}, ov);
+  EXPECT_EQ(d.reason, Reason::kOverlayDenied);
+  // Allowing a host the profile does not list widens nothing.
+  auto wide = Overlay::compile({"**.example.org"}, {});
+  ASSERT_TRUE(wide.has_value());
+  d = p->decide(Request{"coding-agent", "x.example.org", 443, "GET", "/", true}, wide->get());
+  EXPECT_EQ(d.reason, Reason::kHostNotAllowed);
+  EXPECT_FALSE(p->match_connection("coding-agent", "pypi.org", 443, ov).has_value());
+  EXPECT_TRUE(p->match_connection("coding-agent", "github.com", 443, ov).has_value());
+  EXPECT_FALSE(p->host_reachable("coding-agent", "pypi.org", ov));
+  EXPECT_TRUE(p->host_reachable("coding-agent", "api.anthropic.com", ov));
+  EXPECT_TRUE(ov->permits("API.GitHub.com."));
+  EXPECT_FALSE(ov->permits(""));
+  auto empty_allow = Overlay::compile({}, {"pypi.org"});
+  ASSERT_TRUE(empty_allow.has_value());
+  EXPECT_TRUE(p->host_reachable("coding-agent", "registry.npmjs.org", empty_allow->get()));
+  EXPECT_FALSE(p->host_reachable("coding-agent", "pypi.org", empty_allow->get()));
+  EXPECT_FALSE(Overlay::compile({"10.0.0.0/8"}, {}).has_value());
+  EXPECT_FALSE(Overlay::compile({}, {"b\xc3\xbc" "cher.example"}).has_value());
+}
+
+TEST(Overlay, DenialHoldsInReportMode) {
+  std::string yaml(kSmall);
+  yaml.replace(yaml.find("version: 1"), 10, "version: 1\nmode: report");
+  auto p = compile_ok(yaml);
+  ASSERT_TRUE(p);
+  auto o = Overlay::compile({}, {"api.example.com"});
+  ASSERT_TRUE(o.has_value());
+  auto d = p->decide(Request{"p", "api.example.com", 443, "GET", "/users", true}, o->get());
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.reason, Reason::kOverlayDenied);
+}
+
 TEST(Decide, ManyProfilesAndPorts) {
   // Profiles past the 64 kept as bits on each destination use the membership table.
   std::string yaml = "version: 1\ndestinations:\n";

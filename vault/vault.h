@@ -30,6 +30,7 @@
 #include "common/result.h"
 #include "common/state_dir.h"
 #include "common/time_format.h"
+#include "vault/limits.h"
 
 namespace cordon::vault {
 
@@ -184,7 +185,7 @@ class Vault {
     // Last-used times of tokens are collected in memory and written by a background thread
     // (started at the first lookup) at this interval; zero = only on flush_last_used() and at
     // destruction.
-    std::chrono::milliseconds last_used_flush_interval = std::chrono::milliseconds(5000);
+    std::chrono::milliseconds last_used_flush_interval = kDefaultLastUsedFlushInterval;
     // Source of "now" (tests move time forward to expire tokens).
     std::function<SystemTime()> clock;
   };

@@ -196,6 +196,19 @@ TEST(CordonVmm, ControlSocketLifecycleSnapshotAndClones) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(CordonVmm, DropsToUnprivilegedUserAfterOpeningKvm) {
+  if (!have_kvm()) GTEST_SKIP() << "SKIPPED: /dev/kvm not available";
+  if (::geteuid() != 0) GTEST_SKIP() << "SKIPPED: needs root to switch users";
+  char tmpl[] = "/tmp/cordon-vmm-user-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  std::string serial = dir + "/serial.txt";
+  pid_t pid = spawn({kVmm, "--kernel", kGuests + "/virtio.elf", "--cmdline", "test=rng", "--rng",
+                     "--mem-mib", "64", "--serial", serial, "--user", "nobody"});
+  EXPECT_EQ(wait_exit(pid, 20s), 0);
+  EXPECT_NE(slurp(serial).find("rng: 64 bytes"), std::string::npos) << slurp(serial);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CordonVmm, RestoreRefusesMissingSnapshot) {
   pid_t pid = spawn({kVmm, "--restore", "/nonexistent/snap", "--serial", "none"});
   EXPECT_EQ(wait_exit(pid, 10s), 1);

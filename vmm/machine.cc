@@ -1,14 +1,18 @@
 // Machine: the KVM VM, its vCPU threads and devices (see vmm.h). vCPU threads are kicked out of
 // KVM_RUN with a signal plus kvm_run.immediate_exit (set before the signal, cleared before the
 // flags are re-checked, so a kick can never be lost between the check and KVM_RUN).
+#include <grp.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -78,6 +82,16 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+// Drops to `user` (groups, gid, uid in that order). Called before the machine's threads exist:
+// glibc's setuid broadcasts to every thread, which the seccomp filters would refuse.
+Status drop_privileges(const std::string& user) {
+  passwd* pw = ::getpwnam(user.c_str());
+  if (pw == nullptr) return fail("unknown user " + user);
+  if (::setgroups(0, nullptr) != 0 || ::setgid(pw->pw_gid) != 0 || ::setuid(pw->pw_uid) != 0)
+    return fail("cannot switch to user " + user + ": " + std::strerror(errno));
+  return {};
+}
+
 struct HostId {
   std::string kind;
   std::string vendor;
@@ -93,6 +107,7 @@ class MachineImpl : public Machine {
   Status boot_setup(const VmConfig& cfg);
   Status restore_state(const std::string& state, const RestoreOptions& opts);
   Status spawn_threads();
+  void probe_host_kind() { (void)host_kind(); }
 
   Status start() override;
   Status pause() override;
@@ -167,6 +182,9 @@ class MachineImpl : public Machine {
   }
   std::once_flag host_kind_once_;
   std::string host_kind_;
+
+ public:
+  std::string restored_from_;  // snapshot directory this machine was restored from
 };
 
 Status MachineImpl::init_kvm(uint64_t mem_bytes, int vcpus, GuestMemory mem) {
@@ -599,6 +617,16 @@ Status MachineImpl::restore_vcpu(kvm::Vcpu& v, const std::string& blob) {
 }
 
 Status MachineImpl::snapshot(const std::string& dir) {
+  // A restored machine's RAM is a MAP_PRIVATE view of <restored_from_>/memory: truncating that
+  // file to write a new snapshot over it would pull the pages from under this VM and its clones.
+  if (!restored_from_.empty()) {
+    std::error_code ec1, ec2;
+    auto a = std::filesystem::weakly_canonical(dir, ec1),
+         b = std::filesystem::weakly_canonical(restored_from_, ec2);
+    if (!ec1 && !ec2 && a == b)
+      return fail("snapshot " + dir +
+                  ": this machine was restored from it; choose a new directory");
+  }
   if (auto st = pause(); !st) return st;
   if (auto st = ensure_directory(dir, 0700); !st) return st;
   snapshot::Writer w;
@@ -738,6 +766,10 @@ Result<std::unique_ptr<Machine>> Machine::create(const VmConfig& config) {
   if (auto st = m->init_devices(config, config.vsock_uds_path, config.tap_name); !st)
     return fail(st.error());
   if (auto st = m->boot_setup(config); !st) return fail(st.error());
+  if (!config.run_as_user.empty()) {
+    m->probe_host_kind();  // needs /dev/kvm access: probe while still privileged
+    if (auto st = drop_privileges(config.run_as_user); !st) return fail(st.error());
+  }
   if (auto st = m->spawn_threads(); !st) return fail(st.error());
   return std::unique_ptr<Machine>(std::move(m));
 }
@@ -765,11 +797,15 @@ Result<std::unique_ptr<Machine>> Machine::restore(const std::string& dir,
   m->serial_fd_ = opts.serial_fd;
   m->capture_ = opts.capture_serial;
   m->seccomp_ = opts.seccomp;
+  m->restored_from_ = dir;
   auto mem = GuestMemory::map_file_private(dir + "/memory", mem_bytes);
   if (!mem) return fail(mem.error());
   if (auto st = m->init_kvm(mem_bytes, static_cast<int>(vcpus), std::move(*mem)); !st)
     return fail(st.error());
   if (auto st = m->restore_state(body, opts); !st) return fail(with_context(dir, st.error()).error);
+  if (!opts.run_as_user.empty()) {
+    if (auto st = drop_privileges(opts.run_as_user); !st) return fail(st.error());
+  }
   if (auto st = m->spawn_threads(); !st) return fail(st.error());
   if (auto st = m->pause(); !st) return fail(st.error());  // runs on resume()
   if (auto st = m->start(); !st) return fail(st.error());

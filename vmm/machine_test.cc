@@ -225,6 +225,8 @@ TEST(MachineSnapshot, CounterSurvivesSnapshotRestore) {
   EXPECT_EQ(out.find("counter start"), std::string::npos);
   EXPECT_EQ(first_tick(out), at_snapshot + 1) << out.substr(0, 200);
   EXPECT_EQ(last_tick(out), 40);
+  auto again = (*r)->snapshot(dir + "/snap/");  // its own backing file: refused, not clobbered
+  EXPECT_FALSE(again);
   (*r)->stop();
   std::filesystem::remove_all(dir);
 }

@@ -23,20 +23,6 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 
-// Drops to an unprivileged user after /dev/kvm, the TAP and all files are open.
-bool drop_privileges(const std::string& user) {
-  passwd* pw = ::getpwnam(user.c_str());
-  if (pw == nullptr) {
-    std::cerr << "cordon-vmm: unknown user " << user << "\n";
-    return false;
-  }
-  if (::setgroups(0, nullptr) != 0 || ::setgid(pw->pw_gid) != 0 || ::setuid(pw->pw_uid) != 0) {
-    std::cerr << "cordon-vmm: cannot drop to " << user << ": " << std::strerror(errno) << "\n";
-    return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,12 +51,14 @@ int main(int argc, char** argv) {
   app.add_option("--api-sock", api_sock, "control socket (JSON lines)");
   app.add_flag("--paused", paused, "wait for a start (or resume after --restore) request");
   app.add_option("--serial", serial, "console output: stdout, none, or a file path");
-  app.add_option("--user", user, "drop to this user after opening devices");
+  app.add_option("--user", user,
+                 "drop to this user after opening devices, before any thread starts");
   app.add_flag("--no-seccomp", no_seccomp, "do not install the seccomp filters");
   CLI11_PARSE(app, argc, argv);
   cfg.mem_bytes = mem_mib << 20;
   cfg.acpi = !no_acpi;
   cfg.seccomp = !no_seccomp;
+  cfg.run_as_user = user;
 
   int serial_fd = -1;
   if (serial == "stdout") {
@@ -91,6 +79,7 @@ int main(int argc, char** argv) {
     o.vsock_uds_path = cfg.vsock_uds_path;
     o.tap_name = cfg.tap_name;
     o.seccomp = cfg.seccomp;
+    o.run_as_user = user;
     auto r = Machine::restore(restore_dir, o);
     if (!r) {
       std::cerr << "cordon-vmm: restore: " << r.error().message << "\n";
@@ -109,7 +98,6 @@ int main(int argc, char** argv) {
     }
     m = std::move(*r);
   }
-  if (!user.empty() && !drop_privileges(user)) return 1;
 
   std::unique_ptr<control::ControlServer> server;
   if (!api_sock.empty()) {

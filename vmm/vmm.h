@@ -34,6 +34,9 @@ struct VmConfig {
   std::string block_base;     // non-empty: virtio-blk over this raw image (opened read-only)
   std::string block_overlay;  // copy-on-write overlay file for writes (empty: read-only disk)
   bool seccomp = false;       // per-thread seccomp filters (vmm/seccomp.h)
+  // Non-empty: switch to this user after /dev/kvm, the TAP and every file are open, before any
+  // thread exists (so every thread runs unprivileged).
+  std::string run_as_user;
 };
 
 enum class MachineState { kCreated, kRunning, kPaused, kStopped };
@@ -60,6 +63,7 @@ struct RestoreOptions {
   std::string tap_name;              // override
   bool allow_host_mismatch = false;  // tests only
   bool seccomp = false;
+  std::string run_as_user;
 };
 
 class Machine {

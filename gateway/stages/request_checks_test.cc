@@ -236,6 +236,18 @@ std::vector<Case> refused_cases() {
                "upgrade_malformed"});
   v.push_back({"T16_WebsocketWithoutConnection", tls(),
                req("GET", "/", {kHost, {"Upgrade", "websocket"}}), 400, "upgrade_malformed"});
+  v.push_back({"T5_PlainWithoutOriginalDestination", plain(""),
+               req("GET", "/", {{"Host", "api.example.com"}}), 403, "no_original_destination"});
+  v.push_back({"T22_PlainHttpsAbsoluteForm", plain(),
+               req("GET", "https://api.example.com/", {{"Host", "api.example.com"}}), 400,
+               "scheme_mismatch"});
+  v.push_back({"ProxyConnectChunked", proxy(),
+               req("CONNECT", "api.example.com:443",
+                   {{"Host", "api.example.com:443"}, {"Transfer-Encoding", "chunked"}}),
+               400, "connect_with_body"});
+  v.push_back({"ExpectRepeated", tls(),
+               req("PUT", "/", {kHost, {"Expect", "100-continue"}, {"Expect", "100-continue"}}),
+               417, "expect_unsupported"});
   v.push_back({"ExpectOther", tls(), req("PUT", "/", {kHost, {"Expect", "200-ok"}}), 417,
                "expect_unsupported"});
   // Limits (threat 31).

@@ -11,11 +11,12 @@
 // PRAGMA data_version costs a read transaction (several fcntl locks, ~4 µs), too much for
 // every request. So the check has a fast path: the WAL-index header at the start of the
 // database's -shm file (two 48-byte copies, https://sqlite.org/walformat.html), which SQLite
-// rewrites in shared memory on every commit, before COMMIT returns, in every process. It is
-// mapped read-only; while its 96 bytes equal the snapshot taken before the last authoritative
-// check, nothing was committed since. Any difference (or a torn read) leads to the real PRAGMA
-// data_version. As a bound should the -shm file ever be replaced behind SQLite's back, the
-// authoritative check also runs whenever the last one is older than kMaxUncheckedInterval.
+// rewrites in shared memory on every commit, before COMMIT returns, in every process. We read
+// it through SQLite's own mapping (WalIndexWatch); while its 96 bytes equal the snapshot taken
+// before the last authoritative check, nothing was committed since. Any difference (or a torn read)
+// leads to the real PRAGMA data_version. As a bound should the -shm file ever be replaced behind
+// SQLite's back, the authoritative check also runs whenever the last one is older than
+// kMaxUncheckedInterval.
 #pragma once
 
 #include <chrono>
@@ -49,6 +50,9 @@ inline std::optional<SystemTime> from_micros(const std::optional<int64_t>& us) {
 }
 
 inline constexpr size_t kWalIndexHeaderBytes = 96;
+// Upper bound on how long the fast path may answer "unchanged" without an authoritative check
+// (only matters if the -shm file were replaced behind SQLite's back; well under the 10 ms
+// revocation goal).
 inline constexpr std::chrono::milliseconds kMaxUncheckedInterval{2};
 
 // Read-only view of the WAL-index header of a connection's database (see above). The memory is

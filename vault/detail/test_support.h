@@ -7,6 +7,7 @@
 #include <atomic>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "common/file_io.h"
 #include "common/state_dir.h"
@@ -52,6 +53,23 @@ class VaultTest : public ::testing::Test {
   TempState tmp_;
   std::unique_ptr<Vault> vault_;
 };
+
+// Shape checks (std::regex trips -Wmaybe-uninitialized in libstdc++ 12 under sanitizers).
+inline bool all_of_class(std::string_view s, bool hex_only) {
+  for (char c : s) {
+    bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+    bool b64 = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+               c == '-' || c == '_';
+    if (hex_only ? !hex : !b64) return false;
+  }
+  return true;
+}
+// "<prefix>_<16 lowercase hex>_<43 base64url>"
+inline bool has_id_secret_shape(std::string_view s, std::string_view prefix) {
+  return s.size() == prefix.size() + 61 && s.substr(0, prefix.size()) == prefix &&
+         s[prefix.size()] == '_' && all_of_class(s.substr(prefix.size() + 1, 16), true) &&
+         s[prefix.size() + 17] == '_' && all_of_class(s.substr(prefix.size() + 18), false);
+}
 
 // All bytes of the database and its WAL (to look for plaintext at rest).
 inline std::string database_bytes(const StateDir& state) {

@@ -556,3 +556,42 @@ TEST_F(GatewayE2E, AdminHealthAndMetrics) {
 
 }  // namespace
 }  // namespace cordon::gateway
+
+namespace cordon::gateway {
+namespace {
+
+class LimitedE2E : public GatewayE2E {
+ protected:
+  void customize(GatewayOptions& o) override {
+    o.limits.max_connections_per_sandbox = 1;
+    o.limits.max_mints_per_second = 1;
+  }
+};
+
+TEST_F(LimitedE2E, ConnectionsPerSandboxAreCapped) {
+  bool ok = false;
+  auto held = tunnel("api.test", "api.test", &ok);
+  ASSERT_TRUE(ok);
+  auto r = curl({api("/echo")});
+  EXPECT_EQ(r.http_code, 503);
+  EXPECT_EQ(last_record().reason, "connection_limit");
+  r = curl({api("/echo")}, "sb2:secret2");  // another sandbox is not affected
+  EXPECT_EQ(r.http_code, 200);
+  held.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  r = curl({api("/echo")});
+  EXPECT_EQ(r.http_code, 200);
+}
+
+TEST_F(LimitedE2E, MintRateRefusesHandshakeFloods) {
+  auto r = curl({api("/echo")});
+  EXPECT_EQ(r.http_code, 200);  // one mint
+  r = curl({api("/x", "paste.test")});
+  EXPECT_NE(r.exit_code, 0);  // a second new name within the same second: refused
+  EXPECT_EQ(last_record().reason, "leaf_unavailable");
+  r = curl({api("/echo")});  // cached leaves are not limited
+  EXPECT_EQ(r.http_code, 200);
+}
+
+}  // namespace
+}  // namespace cordon::gateway

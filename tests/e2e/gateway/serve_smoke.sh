@@ -1,0 +1,56 @@
+#!/bin/sh
+# Smoke test of `cordon serve` with the real CA, policy, vault and audit log: starts it on
+# loopback, checks 407 without identity, 403 for a denied host, 403 (floors) for an allowed
+# name that resolves to loopback, /healthz and /metrics, a reload (good and broken rules), the
+# audit log, and a graceful SIGTERM. Usage: serve_smoke.sh PATH/TO/cordon
+set -eu
+CORDON=${1:?usage: serve_smoke.sh PATH/TO/cordon}
+command -v curl >/dev/null || { echo "SKIPPED: curl not installed"; exit 0; }
+T=$(mktemp -d /tmp/cordon-serve-smoke-XXXXXX)
+PID=
+cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; [ -f "$T/serve.log" ] && cat "$T/serve.log"; exit 1; }
+
+S="$T/state"
+"$CORDON" --state "$S" init >/dev/null 2>&1 || "$CORDON" init --state "$S" >/dev/null
+[ -f "$S/ca/root.pem" ] || "$CORDON" --state "$S" ca init >/dev/null
+printf 'ghp_SMOKE_SECRET' | "$CORDON" --state "$S" vault put github-pat --stdin >/dev/null
+SECRET=$("$CORDON" --state "$S" sandbox register sb1 --profile agent)
+cat > "$T/rules.yaml" <<'YAML'
+version: 1
+credentials:
+  - {name: github, secret: github-pat, inject: {header: Authorization, format: "Bearer {secret}"}}
+destinations:
+  - id: api
+    hosts: [api.test]
+    routes:
+      - {id: all, credential: github}
+profiles:
+  agent: {destinations: [api]}
+YAML
+PORT=$((20000 + $$ % 20000))
+APORT=$((PORT + 1))
+"$CORDON" --state "$S" serve --rules "$T/rules.yaml" --proxy-listen 127.0.0.1:$PORT \
+  --admin-listen 127.0.0.1:$APORT --resolve api.test=127.0.0.1 2>"$T/serve.log" &
+PID=$!
+for i in $(seq 50); do curl -s "http://127.0.0.1:$APORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -s "http://127.0.0.1:$APORT/healthz" | grep -q ok || fail "healthz"
+"$CORDON" --state "$S" ca export > "$T/root.pem"
+code() { curl -s -o "$T/body" -w '%{http_code} %{http_connect}' --cacert "$T/root.pem" \
+  --proxy "http://127.0.0.1:$PORT" "$@" || true; }
+c=$(code https://api.test/x); echo "$c" | grep -q 407 || fail "no identity: $c"
+c=$(code --proxy-user "sb1:$SECRET" https://evil.test/x); echo "$c" | grep -q 403 || fail "denied host: $c"
+c=$(code --proxy-user "sb1:$SECRET" https://api.test/x); echo "$c" | grep -q 403 || fail "floors: $c"
+grep -q floors "$T/body" || fail "floors body: $(cat "$T/body")"
+curl -s "http://127.0.0.1:$APORT/metrics" | grep -q 'cordon_requests_total{decision="deny"} 1' || fail metrics
+echo "this: is: not: yaml: [" > "$T/rules.yaml.new"; mv "$T/rules.yaml.new" "$T/rules.yaml"
+kill -HUP "$PID"; sleep 1.5
+curl -s "http://127.0.0.1:$APORT/metrics" | grep -q 'cordon_reloads_total{result="failed"} [12]' || fail "broken reload not counted"
+c=$(code --proxy-user "sb1:$SECRET" https://api.test/x); echo "$c" | grep -q 403 || fail "after broken reload: $c"
+kill -TERM "$PID"; wait "$PID" || fail "serve exit code $?"
+PID=
+grep -q '"event":"request"' "$S/audit/audit.jsonl" || fail "no request line in the audit log"
+grep -q '"event":"policy_reload"' "$S/audit/audit.jsonl" || fail "no reload line in the audit log"
+! grep -q ghp_SMOKE_SECRET "$S/audit/audit.jsonl" || fail "secret in the audit log"
+echo "PASS: cordon serve smoke test"
