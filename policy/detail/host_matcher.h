@@ -76,7 +76,7 @@ class HostMatcher {
 
   StringIndex exact_;                                 // host -> list
   StringIndex edges_;                                 // (parent node, label) -> child node
-  std::vector<Node> nodes_ = std::vector<Node>(1);  // node 0 is the root
+  std::vector<Node> nodes_ = std::vector<Node>(1);    // node 0 is the root
   std::vector<std::vector<std::uint32_t>> building_;  // lists while adding
   std::vector<Range> ranges_;                         // lists after finish()
   std::vector<std::uint32_t> ids_;
