@@ -65,4 +65,7 @@ cp -r "$state/audit" "$state/audit-tampered"
 sed -i '1s/demo line/edited line/' "$state/audit-tampered/audit.jsonl"
 run_expect_fail "$cordon" audit verify "$state/audit-tampered"
 
+step "6. Egress: a sandbox, the gateway and a fake internet, in network namespaces"
+bash scripts/demo-egress.sh "$cordon"
+
 step "done: every step above ran on this machine with no network"

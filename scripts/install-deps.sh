@@ -9,7 +9,7 @@ packages=(
   # libraries (design.md, DEVELOPERS.md)
   libssl-dev libnghttp2-dev libbpf-dev bpftool libboost-dev libsqlite3-dev libspdlog-dev
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
-  node-llhttp libclang-rt-14-dev
+  node-llhttp libclang-rt-14-dev acpica-tools
   # test and demo tools: namespaces, steering, clients
   iproute2 nftables curl openssl ca-certificates procps psmisc util-linux
 )

@@ -143,8 +143,7 @@ int main(int argc, char** argv) {
         helper_stats.ms.push_back(double(refused_at - committed) / 1e6);
         // The property itself: no lookup that began after the commit returned may pass.
         if (last_ok_start > committed) ++late_passes;
-      }
-      else
+      } else
         cli_stats.ms.push_back(double(refused_at - spawn_at) / 1e6);
     }
   }
