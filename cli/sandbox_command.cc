@@ -85,6 +85,11 @@ void add_sandbox_commands(CLI::App& app, CliContext& ctx) {
     std::fprintf(stderr, "unregistered sandbox '%s'\n", unreg_id->c_str());
     return int(kExitOk);
   });
+
+  // The sandbox lifecycle (design.md §7, §8) comes with the sandbox manager.
+  add_not_built(*cmd, "create", "create a sandbox from a template", ctx);
+  add_not_built(*cmd, "exec", "run a command in a sandbox", ctx);
+  add_not_built(*cmd, "kill", "stop and remove a sandbox", ctx);
 }
 
 }  // namespace cordon::cli
