@@ -194,11 +194,19 @@ class GatewayE2E : public ::testing::Test {
     return {};
   }
   size_t seen_records_ = 0;
-  std::vector<AuditRecord> audit_with_reason(const std::string& reason) {
+  // The gateway audits a refused connection after it has closed it, so the client can see the
+  // refusal first: wait (bounded) until `at_least` matching records are there.
+  std::vector<AuditRecord> audit_with_reason(const std::string& reason, size_t at_least = 1) {
     std::vector<AuditRecord> out;
-    for (auto& r : audit->records()) {
-      if (r.reason == reason) out.push_back(r);
-    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    do {
+      out.clear();
+      for (auto& r : audit->records()) {
+        if (r.reason == reason) out.push_back(r);
+      }
+      if (out.size() >= at_least) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    } while (std::chrono::steady_clock::now() < deadline);
     return out;
   }
   std::string admin_get(const std::string& path) {
