@@ -38,7 +38,8 @@ void line(const char* what, const std::string& value, const std::string& detail 
 
 void add_doctor_command(CLI::App& app, CliContext& ctx) {
   auto* cmd = app.add_subcommand(
-      "doctor", "report this host's virtualization, steering and state; exit 1 if cordon cannot run");
+      "doctor",
+      "report this host's virtualization, steering and state; exit 1 if cordon cannot run");
   on_run(cmd, ctx, [&ctx]() {
     bool ok = true;
     struct utsname u;
@@ -48,15 +49,19 @@ void add_doctor_command(CLI::App& app, CliContext& ctx) {
     std::string backend;
     switch (virt.kind) {
       case vmm::HostVirtKind::kHardwareVmx:
-      case vmm::HostVirtKind::kHardwareSvm: backend = "microvm"; break;
+      case vmm::HostVirtKind::kHardwareSvm:
+        backend = "microvm";
+        break;
       case vmm::HostVirtKind::kPvm:
         backend = "gvisor (microvm needs a PVM-enabled guest kernel here)";
         break;
-      case vmm::HostVirtKind::kNone: backend = "gvisor"; break;
+      case vmm::HostVirtKind::kNone:
+        backend = "gvisor";
+        break;
     }
     line("virtualization", vmm::to_string(virt.kind), virt.detail);
-    line("backend", on_path("runsc") || backend == "microvm" ? "ok" : "missing", backend +
-         (on_path("runsc") ? "" : " (runsc not installed: apt-get install runsc)"));
+    line("backend", on_path("runsc") || backend == "microvm" ? "ok" : "missing",
+         backend + (on_path("runsc") ? "" : " (runsc not installed: apt-get install runsc)"));
 
     auto steering = bpf::steering_mode();
     line("steering", std::string(bpf::mode_name(steering.mode)), steering.detail);

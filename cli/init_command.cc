@@ -21,7 +21,8 @@ void add_init_command(CLI::App& app, CliContext& ctx) {
       std::fprintf(stderr, "ca: kept the existing root CA in %s\n", state.ca_dir().c_str());
     } else if (loaded.error().code == int(ca::CaError::kMissing)) {
       auto created = ca::Authority::create(state, /*force=*/false);
-      if (!created) return report_error(with_context("creating the root CA", created.error()).error);
+      if (!created)
+        return report_error(with_context("creating the root CA", created.error()).error);
       std::fprintf(stderr, "ca: created a root CA in %s\n", state.ca_dir().c_str());
     } else {
       // A CA that exists but does not load (bad mode, mismatched key) is an operator problem:

@@ -374,7 +374,9 @@ TEST(Overlay, OnlyNarrows) {
   EXPECT_TRUE(p->host_reachable("coding-agent", "registry.npmjs.org", empty_allow->get()));
   EXPECT_FALSE(p->host_reachable("coding-agent", "pypi.org", empty_allow->get()));
   EXPECT_FALSE(Overlay::compile({"10.0.0.0/8"}, {}).has_value());
-  EXPECT_FALSE(Overlay::compile({}, {"b\xc3\xbc" "cher.example"}).has_value());
+  EXPECT_FALSE(Overlay::compile({}, {"b\xc3\xbc"
+                                     "cher.example"})
+                   .has_value());
 }
 
 TEST(Overlay, DenialHoldsInReportMode) {

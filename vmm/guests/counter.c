@@ -1,6 +1,6 @@
-/* Counts from 0 to 40 and prints each value, slowly enough (guest code is emulated by KVM-PVM, see guest.h) that a test can pause and snapshot
- * mid-way; the counter lives in guest RAM and in registers, so a restored clone continues from
- * where the snapshot was taken. */
+/* Counts from 0 to 40 and prints each value, slowly enough (guest code is emulated by KVM-PVM, see
+ * guest.h) that a test can pause and snapshot mid-way; the counter lives in guest RAM and in
+ * registers, so a restored clone continues from where the snapshot was taken. */
 #include "guest.h"
 
 static volatile u64 counter;

@@ -5,10 +5,11 @@
  * protected mode with paging off runs (the PVH entry); 64-bit long mode entered directly with
  * the monitor's identity page tables (CR0.PG|PE, CR4.PAE, EFER.LME|LMA, 2 MiB pages) runs
  * (but KVM-PVM emulates a non-PVM guest's kernel-mode code: a loop iteration costs tens of
- * microseconds, so guests keep their loops short), and port I/O and MMIO exits reach user space in about 15 us each. With the in-kernel
- * irqchip a HLT never returns to user space, so guests end with the i8042 reset (outb 0xFE to
- * port 0x64), which the monitor treats as "stop". The monitor maps only the first 1 GiB; guests
- * that touch virtio-mmio (0xC0001000) map the 3-4 GiB range themselves (map_mmio_gap()).
+ * microseconds, so guests keep their loops short), and port I/O and MMIO exits reach user space in
+ * about 15 us each. With the in-kernel irqchip a HLT never returns to user space, so guests end
+ * with the i8042 reset (outb 0xFE to port 0x64), which the monitor treats as "stop". The monitor
+ * maps only the first 1 GiB; guests that touch virtio-mmio (0xC0001000) map the 3-4 GiB range
+ * themselves (map_mmio_gap()).
  *
  * So the guests are 64-bit C, linked at 1 MiB, loaded as ELF (64-bit entry) or wrapped as a
  * bzImage (entry at load address + 0x200) and run with the monitor's boot state; one guest is
@@ -22,15 +23,23 @@ typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-static inline void outb(u16 port, u8 v) { __asm__ volatile("outb %0, %1" ::"a"(v), "Nd"(port)); }
+static inline void outb(u16 port, u8 v) {
+  __asm__ volatile("outb %0, %1" ::"a"(v), "Nd"(port));
+}
 static inline u8 inb(u16 port) {
   u8 v;
   __asm__ volatile("inb %1, %0" : "=a"(v) : "Nd"(port));
   return v;
 }
-static inline u32 mmio_read32(u64 addr) { return *(volatile u32*)addr; }
-static inline void mmio_write32(u64 addr, u32 v) { *(volatile u32*)addr = v; }
-static inline void mmio_write8(u64 addr, u8 v) { *(volatile u8*)addr = v; }
+static inline u32 mmio_read32(u64 addr) {
+  return *(volatile u32*)addr;
+}
+static inline void mmio_write32(u64 addr, u32 v) {
+  *(volatile u32*)addr = v;
+}
+static inline void mmio_write8(u64 addr, u8 v) {
+  *(volatile u8*)addr = v;
+}
 #define barrier() __asm__ volatile("mfence" ::: "memory")
 
 static void putc_(char c) {

@@ -7,12 +7,17 @@
 #define VIRTIO_BASE 0xC0001000ull
 #define QSIZE 16
 
-struct desc { u64 addr; u32 len; u16 flags; u16 next; };
+struct desc {
+  u64 addr;
+  u32 len;
+  u16 flags;
+  u16 next;
+};
 struct vq {
-  u16 idx;       /* queue index */
+  u16 idx; /* queue index */
   struct desc* d;
-  u16* avail;    /* flags, idx, ring[QSIZE], used_event */
-  u32* used;     /* flags|idx (u16,u16), then {id,len} pairs */
+  u16* avail; /* flags, idx, ring[QSIZE], used_event */
+  u32* used;  /* flags|idx (u16,u16), then {id,len} pairs */
   u16 last_used;
   u16 next_desc;
 };
@@ -27,8 +32,12 @@ static void* alloc(u64 n, u64 align) {
   return p;
 }
 
-static u32 reg(u32 off) { return mmio_read32(dev_base + off); }
-static void wreg(u32 off, u32 v) { mmio_write32(dev_base + off, v); }
+static u32 reg(u32 off) {
+  return mmio_read32(dev_base + off);
+}
+static void wreg(u32 off, u32 v) {
+  mmio_write32(dev_base + off, v);
+}
 
 static int find_device(u32 id) {
   for (int slot = 0; slot < 8; ++slot) {
@@ -117,9 +126,17 @@ static const char* find(const char* s, const char* needle) {
 static void test_rng(void) {
   struct vq q[1];
   memset_(q, 0, sizeof q);
-  if (find_device(4) < 0) { puts_("rng: no device\n"); return; }
+  if (find_device(4) < 0) {
+    puts_("rng: no device\n");
+    return;
+  }
   int r = init_device(1, q);
-  if (r) { puts_("rng: init failed "); putu((u64)-r); puts_("\n"); return; }
+  if (r) {
+    puts_("rng: init failed ");
+    putu((u64)-r);
+    puts_("\n");
+    return;
+  }
   for (int round = 0; round < 2; ++round) {
     u8* buf = alloc(64, 8);
     post(&q[0], buf, 64, 1);
