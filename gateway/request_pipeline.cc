@@ -255,6 +255,10 @@ Verdict evaluate_request(const PolicyView& policy, const CredentialSource& crede
   if (token) {
     auto info = credentials.lookup_token(*token, conn.sandbox.id);
     if (info) v.token_id = info->id;
+    // A revoked or expired token is refused as such wherever it is presented: the vault no
+    // longer says which credential it was bound to, and "misuse" would mislead the operator.
+    if (info && !info->active && info->sandbox_ok)
+      return refuse(v, 403, "egress_denied", "token_inactive");
     bool bound_here = cred && cred->token != TokenMode::kOff &&
                       iequals(token_header, cred->header) && info &&
                       info->credential == cred->name && info->sandbox_ok;
