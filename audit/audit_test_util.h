@@ -1,6 +1,8 @@
 // Helpers shared by the audit/ unit tests (not part of the library).
 #pragma once
 
+#include "common/testing/temp_dir.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -12,22 +14,7 @@
 
 namespace cordon::audit::test {
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = (std::filesystem::temp_directory_path() /
-             ("cordon-audit-" + std::to_string(getpid()) + "-" + std::to_string(counter++)))
-                .string();
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempDir = cordon::testing::TempDir;
 
 inline std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

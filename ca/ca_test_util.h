@@ -1,6 +1,8 @@
 // Helpers shared by the ca/ unit tests (not part of the library).
 #pragma once
 
+#include "common/testing/temp_dir.h"
+
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 #include <unistd.h>
@@ -12,22 +14,7 @@
 
 namespace cordon::ca::test {
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = (std::filesystem::temp_directory_path() /
-             ("cordon-ca-" + std::to_string(getpid()) + "-" + std::to_string(counter++)))
-                .string();
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempDir = cordon::testing::TempDir;
 
 // X509_verify_cert of `leaf` against `root` alone, as a TLS client checking a server named
 // `name` (a host name, or an IP address when ip is set). Returns the X509_V_* result.
