@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "common/file_io.h"
+#include "common/http_grammar.h"
 #include "policy/detail/model.h"
 #include "policy/limits.h"
 #include "policy/path.h"
@@ -44,30 +45,6 @@ bool forbidden_header(std::string_view name) {
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (lower.starts_with("proxy-")) return true;
   return std::find(std::begin(kForbidden), std::end(kForbidden), lower) != std::end(kForbidden);
-}
-
-bool is_tchar(unsigned char c) {
-  if (std::isalnum(c)) return true;
-  switch (c) {
-    case '!':
-    case '#':
-    case '$':
-    case '%':
-    case '&':
-    case '\'':
-    case '*':
-    case '+':
-    case '-':
-    case '.':
-    case '^':
-    case '_':
-    case '`':
-    case '|':
-    case '~':
-      return true;
-    default:
-      return false;
-  }
 }
 
 bool valid_id(std::string_view s) {
@@ -320,8 +297,7 @@ void Parser::parse_credentials(const Field& f, detail::CompiledPolicy* out,
         if (const Field* h = need(*il, "header", inj->value, what + ".inject")) {
           auto v = string(*h, what + ".inject.header");
           if (v) {
-            bool token = !v->empty() && std::all_of(v->begin(), v->end(),
-                                                    [](unsigned char ch) { return is_tchar(ch); });
+            bool token = is_http_token(*v);
             if (!token) {
               error(h->value.Mark(),
                     what + ".inject.header: '" + *v + "' is not a valid header name");

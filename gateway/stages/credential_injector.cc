@@ -6,6 +6,7 @@
 #include <array>
 #include <optional>
 
+#include "common/http_grammar.h"
 #include "gateway/stages/limits.h"
 
 namespace cordon::gateway {
@@ -149,11 +150,6 @@ bool has_control(std::string_view s) {
   return false;
 }
 
-bool is_tchar(char c) {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
 struct Scan {
   // Per header index: tokens found in its name or value.
   std::vector<std::vector<FoundToken>> in_header;
@@ -263,7 +259,7 @@ std::string_view to_string(InjectionAction action) {
 }
 
 bool is_injectable_header(std::string_view name) {
-  if (name.empty() || !std::all_of(name.begin(), name.end(), is_tchar)) return false;
+  if (!is_http_token(name)) return false;
   std::string n = ascii_lower(name);
   static constexpr std::array<std::string_view, 8> kNever = {
       "host", "content-length", "transfer-encoding", "connection", "upgrade",

@@ -2,39 +2,11 @@
 
 #include <algorithm>
 
+#include "common/http_grammar.h"
 #include "gateway/stages/detail/host_name.h"
 
 namespace cordon::gateway {
 namespace {
-
-// RFC 9110 §5.6.2 tchar.
-bool is_tchar(char c) {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  switch (c) {
-    case '!':
-    case '#':
-    case '$':
-    case '%':
-    case '&':
-    case '\'':
-    case '*':
-    case '+':
-    case '-':
-    case '.':
-    case '^':
-    case '_':
-    case '`':
-    case '|':
-    case '~':
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool is_token(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), is_tchar);
-}
 
 // Field values: VCHAR, SP, HTAB and obs-text. Refuses NUL, CR, LF (so obs-fold and bare CR/LF
 // that survived a lenient parser), every other control byte and DEL.
@@ -237,7 +209,7 @@ RequestVerdict check_request(const RequestHead& head, const ChannelFacts& facts,
   }
 
   // --- request line ---
-  if (!is_token(head.method)) return reject(400, "method_invalid", "method is not a token");
+  if (!is_http_token(head.method)) return reject(400, "method_invalid", "method is not a token");
   if (head.version_major != 1 || (head.version_minor != 0 && head.version_minor != 1)) {
     return reject(505, "http_version",
                   "HTTP/" + std::to_string(head.version_major) + "." +
@@ -258,7 +230,7 @@ RequestVerdict check_request(const RequestHead& head, const ChannelFacts& facts,
   bool has_http2_settings = false;
   for (size_t i = 0; i < head.headers.size(); ++i) {
     const Header& h = head.headers[i];
-    if (!is_token(h.name)) {
+    if (!is_http_token(h.name)) {
       return reject(400, "invalid_header_name",
                     "header #" + std::to_string(i) + " has a name with bytes outside tchar");
     }
@@ -438,7 +410,7 @@ RequestVerdict check_request(const RequestHead& head, const ChannelFacts& facts,
       size_t comma = rest.find(',');
       std::string_view item = trim_ows(rest.substr(0, comma));
       if (!item.empty()) {
-        if (!is_token(item)) {
+        if (!is_http_token(item)) {
           return reject(400, "connection_invalid", "Connection lists a non-token");
         }
         std::string name = ascii_lower(item);
