@@ -20,6 +20,7 @@
 #include "gateway/adapters/adapters.h"
 #include "gateway/gateway.h"
 #include "policy/policy_store.h"
+#include "vault/admin.h"
 #include "vault/vault.h"
 
 namespace cordon::cli {
@@ -156,6 +157,14 @@ int serve(CliContext& ctx, const ServeFlags& f) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+  // The vault's admin surface (tokens, sandbox registrations) on a root-only 0600 Unix socket in
+  // the state directory, never on an address a sandbox could reach. Started after the signal
+  // mask so that its thread never takes SIGTERM.
+  vault::AdminApi admin_api(*vault_shared);
+  auto admin_server = vault::AdminServer::start(state.admin_socket(), admin_api);
+  if (!admin_server)
+    return report_error(with_context("serve: the admin socket", admin_server.error()).error);
+  std::fprintf(stderr, "cordon: vault admin API on unix:%s\n", state.admin_socket().c_str());
   gateway.start();
   audit_reload(*audit_writer, true, f.rules, loaded.generation, "");
 

@@ -36,6 +36,8 @@ APORT=$((PORT + 1))
 PID=$!
 for i in $(seq 50); do curl -s "http://127.0.0.1:$APORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 curl -s "http://127.0.0.1:$APORT/healthz" | grep -q ok || fail "healthz"
+[ "$(stat -c %a "$S/admin.sock")" = 600 ] || fail "admin socket is not 0600"
+
 "$CORDON" --state "$S" ca export > "$T/root.pem"
 code() { curl -s -o "$T/body" -w '%{http_code} %{http_connect}' --cacert "$T/root.pem" \
   --proxy "http://127.0.0.1:$PORT" "$@" || true; }
