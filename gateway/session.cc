@@ -750,19 +750,39 @@ awaitable<void> passthrough(Gateway::Impl& impl, Worker& worker, ClientSide& c,
 
 }  // namespace
 
+namespace {
+
+// Counts a client connection for /metrics for as long as its session coroutine lives.
+struct ConnectionGauge {
+  explicit ConnectionGauge(Metrics& m) : m_(m) {
+    m_.connections_total++;
+    m_.connections_active++;
+  }
+  ~ConnectionGauge() { m_.connections_active--; }
+  ConnectionGauge(const ConnectionGauge&) = delete;
+  ConnectionGauge& operator=(const ConnectionGauge&) = delete;
+
+ private:
+  Metrics& m_;
+};
+
+// The worker whose io_context runs this accepted socket.
+template <class Workers>
+Worker* worker_of(Workers& workers, tcp::socket& sock) {
+  auto* ctx = &static_cast<asio::io_context&>(sock.get_executor().context());
+  for (auto& w : workers) {
+    if (&w->ctx == ctx) return w.get();
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 // ---- explicit proxy -----------------------------------------------------------------------------
 
 awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
-  metrics.connections_total++;
-  metrics.connections_active++;
-  struct ActiveGuard {
-    Metrics& m;
-    ~ActiveGuard() { m.connections_active--; }
-  } active{metrics};
-  Worker* worker = nullptr;
-  for (auto& w : workers) {
-    if (&w->ctx == &static_cast<asio::io_context&>(sock.get_executor().context())) worker = w.get();
-  }
+  ConnectionGauge active(metrics);
+  Worker* worker = worker_of(workers, sock);
   ClientSide c;
   error_code ec;
   c.src = endpoint_text(sock.remote_endpoint(ec));
@@ -909,16 +929,8 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
 // ---- transparent --------------------------------------------------------------------------------
 
 awaitable<void> Gateway::Impl::transparent_session(tcp::socket sock) {
-  metrics.connections_total++;
-  metrics.connections_active++;
-  struct ActiveGuard {
-    Metrics& m;
-    ~ActiveGuard() { m.connections_active--; }
-  } active{metrics};
-  Worker* worker = nullptr;
-  for (auto& w : workers) {
-    if (&w->ctx == &static_cast<asio::io_context&>(sock.get_executor().context())) worker = w.get();
-  }
+  ConnectionGauge active(metrics);
+  Worker* worker = worker_of(workers, sock);
   ClientSide c;
   error_code ec;
   auto remote = sock.remote_endpoint(ec);
