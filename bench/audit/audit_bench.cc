@@ -6,30 +6,19 @@
 //                       generated once in the benchmark's temp dir. Goal: under 1 s.
 //   BM_Verify1M         verifying the chain of the same log.
 #include <benchmark/benchmark.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <filesystem>
 #include <thread>
 
 #include "audit/reader.h"
 #include "audit/writer.h"
+#include "common/testing/temp_dir.h"
 
 namespace {
 
 using namespace cordon;
-namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path =
-        fs::temp_directory_path() / ("cordon-bench-audit-" + tag + "-" + std::to_string(getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using testing::TempDir;
 
 audit::Event make_event(uint64_t i) {
   static const char* kHosts[] = {"api.github.com", "api.openai.com", "registry.npmjs.org",
@@ -60,9 +49,9 @@ void append_all(audit::Writer& w, uint64_t from, uint64_t n, uint64_t& refused) 
 }
 
 void BM_WriteThroughput(benchmark::State& state) {
-  TempDir dir("write");
+  TempDir dir("bench-audit-write");
   audit::WriterOptions o;
-  o.dir = dir.path.string();
+  o.dir = dir.path();
   auto w = audit::Writer::open(o);
   if (!w) {
     state.SkipWithError(w.error().message.c_str());
@@ -83,9 +72,9 @@ void BM_WriteThroughput(benchmark::State& state) {
 BENCHMARK(BM_WriteThroughput)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
 
 void BM_AppendLatency(benchmark::State& state) {
-  TempDir dir("append");
+  TempDir dir("bench-audit-append");
   audit::WriterOptions o;
-  o.dir = dir.path.string();
+  o.dir = dir.path();
   o.queue_events = 1 << 22;
   auto w = audit::Writer::open(o);
   if (!w) {
@@ -104,11 +93,11 @@ BENCHMARK(BM_AppendLatency)->Iterations(200000);
 
 constexpr uint64_t kQueryLines = 1000000;
 
-const fs::path& million_line_log() {
-  static TempDir dir("query");
+const std::string& million_line_log() {
+  static TempDir dir("bench-audit-query");
   static bool made = [] {
     audit::WriterOptions o;
-    o.dir = dir.path.string();
+    o.dir = dir.path();
     auto base = std::chrono::system_clock::now() - std::chrono::hours(24 * 7);
     auto n = std::make_shared<std::atomic<uint64_t>>(0);
     // One line every 0.6 s over a week.
@@ -124,11 +113,11 @@ const fs::path& million_line_log() {
     return true;
   }();
   (void)made;
-  return dir.path;
+  return dir.path();
 }
 
 void BM_Query1M(benchmark::State& state) {
-  const fs::path& dir = million_line_log();
+  const std::string& dir = million_line_log();
   audit::QueryFilter f;
   f.sandbox = "sb-3";
   f.decision = "deny";
@@ -136,7 +125,7 @@ void BM_Query1M(benchmark::State& state) {
   f.since = std::chrono::system_clock::now() - std::chrono::hours(24 * 5);
   uint64_t matched = 0, lines = 0;
   for (auto _ : state) {
-    auto stats = audit::query({dir.string()}, f, [](const audit::Record&) { return true; });
+    auto stats = audit::query({dir}, f, [](const audit::Record&) { return true; });
     if (!stats) {
       state.SkipWithError(stats.error().message.c_str());
       return;
@@ -151,10 +140,10 @@ void BM_Query1M(benchmark::State& state) {
 BENCHMARK(BM_Query1M)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
 
 void BM_QueryAll1M(benchmark::State& state) {
-  const fs::path& dir = million_line_log();
+  const std::string& dir = million_line_log();
   uint64_t matched = 0;
   for (auto _ : state) {
-    auto stats = audit::query({dir.string()}, {}, [](const audit::Record& r) {
+    auto stats = audit::query({dir}, {}, [](const audit::Record& r) {
       benchmark::DoNotOptimize(r.line().data());
       return true;
     });
@@ -169,9 +158,9 @@ void BM_QueryAll1M(benchmark::State& state) {
 BENCHMARK(BM_QueryAll1M)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 void BM_Verify1M(benchmark::State& state) {
-  const fs::path& dir = million_line_log();
+  const std::string& dir = million_line_log();
   for (auto _ : state) {
-    auto report = audit::verify({dir.string()});
+    auto report = audit::verify({dir});
     if (!report || !report->ok) {
       state.SkipWithError("verify failed");
       return;
