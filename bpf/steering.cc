@@ -329,6 +329,11 @@ std::vector<std::string> Steering::attached() const {
   return out;
 }
 
+void Steering::release() {
+  impl_->attached.clear();
+  impl_->routing_installed = false;
+}
+
 Status Steering::set_listener(ListenerSlot slot, int fd) {
   uint32_t key = static_cast<uint32_t>(slot);
   int map_fd = bpf_map__fd(impl_->skel->maps.listeners);
@@ -494,6 +499,20 @@ Result<int> cleanup(const SteeringOptions& options) {
   if (auto st = remove_policy_routing(options); !st) errors += " " + st.error().message;
   if (!errors.empty()) return fail("bpf cleanup:" + errors);
   return removed;
+}
+
+std::vector<std::string> interfaces_with_cordon_filter() {
+  install_log_capture();
+  std::vector<std::string> out;
+  if (struct if_nameindex* list = if_nameindex()) {
+    for (auto* p = list; p->if_index != 0; ++p) {
+      uint32_t prog = query_filter(static_cast<int>(p->if_index));
+      if (prog != 0 && prog_is_cordon(prog)) out.push_back(p->if_name);
+    }
+    if_freenameindex(list);
+  }
+  take_log();
+  return out;
 }
 
 std::string_view mode_name(Mode m) {

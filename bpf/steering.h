@@ -110,6 +110,11 @@ class Steering {
   // Idempotent: detaching an interface that is not attached (or no longer exists) succeeds.
   Status detach(const std::string& ifname);
   std::vector<std::string> attached() const;
+  // Forgets every attachment and the policy routing without undoing them, so that the
+  // destructor leaves the filters in place: the way `cordon serve` stops fail closed (the
+  // program keeps dropping; its SOCKMAP loses the dead gateway's sockets, so steered packets
+  // drop too). A later Steering::attach() on the same interfaces replaces the old program.
+  void release();
 
   // Puts the gateway's socket in a slot; fd < 0 clears it (steered traffic then drops).
   Status set_listener(ListenerSlot slot, int fd);
@@ -166,6 +171,9 @@ Status remove_policy_routing(const SteeringOptions& options = {});
 // from every interface of this namespace and removes the policy routing. Returns the number
 // of filters removed.
 Result<int> cleanup(const SteeringOptions& options = {});
+
+// Interfaces of this namespace whose tc ingress runs a cordon filter (any process's).
+std::vector<std::string> interfaces_with_cordon_filter();
 
 // Which steering works on this kernel (for `cordon doctor`).
 enum class Mode { kSkAssign, kNftablesTproxy, kUnavailable };

@@ -5,11 +5,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "bpf/steering.h"
 #include "ca/ca.h"
 #include "cli/cli.h"
+#include "sandbox/steering_service.h"
 #include "vault/vault.h"
 #include "vmm/host_probe.h"
 
@@ -68,6 +70,15 @@ void add_doctor_command(CLI::App& app, CliContext& ctx) {
     if (steering.mode == bpf::Mode::kUnavailable) ok = false;
 
     StateDir state = ctx.state();
+    // What a running `cordon serve --steering` of this state directory actually uses.
+    if (auto in_use = sandbox::steering_list(state.steering_socket()); in_use) {
+      auto j = nlohmann::json::parse(*in_use, nullptr, false);
+      if (!j.is_discarded() && j.is_object() && j.value("ok", false))
+        line("steering use", j.value("mode", std::string("?")),
+             "cordon serve confines " + std::to_string(j["interfaces"].size()) + " interface(s)");
+    } else {
+      line("steering use", "none", "no `cordon serve --steering` on " + state.steering_socket());
+    }
     if (auto a = ca::Authority::load(state); a) {
       line("ca", "ok", state.ca_cert());
     } else {

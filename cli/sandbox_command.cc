@@ -3,10 +3,20 @@
 // (transparent mode); `register` prints the sandbox's proxy secret once, alone on stdout, for
 // explicit-proxy use (Proxy-Authorization: Basic id:secret). Only a hash is kept.
 // (The sandbox manager's create/exec/kill will join this group.)
+//
+// `cordon sandbox netns create|delete|list` (issue 5): a sandbox as a network namespace, until
+// the sandbox manager exists. create = namespace + veth + pool addresses (sandbox/netns.h), the
+// steering program on the host side (asked of the running `cordon serve --steering ...` over
+// its control socket, sandbox/steering_service.h), then the vault registration with the
+// sandbox's address. In that order, and undone on any failure: nothing can run in the
+// namespace before the program is on its interface, and no registration outlives its
+// interface. Run it in serve's network namespace (`ip netns exec GW cordon ...` in tests).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
+#include "sandbox/netns.h"
+#include "sandbox/steering_service.h"
 #include "vault/vault.h"
 
 namespace cordon::cli {
@@ -14,6 +24,103 @@ namespace {
 
 int exit_for(const Error& e) {
   return e.code == vault::code(vault::ErrorCode::kInvalidArgument) ? kExitUsage : kExitFailure;
+}
+
+nlohmann::json describe(const sandbox::NetnsSandbox& s, const std::string& profile) {
+  return {{"name", s.name},
+          {"netns", s.netns_path},
+          {"profile", profile},
+          {"host_interface", s.host_ifname},
+          {"address", s.sandbox_ipv4},
+          {"gateway", s.host_ipv4},
+          {"address6", s.sandbox_ipv6},
+          {"gateway6", s.host_ipv6},
+          {"resolv_conf", s.resolv_conf}};
+}
+
+void add_netns_commands(CLI::App& parent, CliContext& ctx) {
+  auto* netns = parent.add_subcommand(
+      "netns", "sandboxes as network namespaces, confined by `cordon serve --steering`");
+  netns->require_subcommand(1);
+
+  struct CreateArgs {
+    std::string name, profile, pool = "10.200.0.0/16";
+    bool no_ipv6 = false;
+  };
+  auto cargs = std::make_shared<CreateArgs>();
+  auto* create = netns->add_subcommand(
+      "create",
+      "create namespace NAME with a veth pair and pool addresses, attach the steering program "
+      "(cordon serve must run with --steering), register NAME with the vault");
+  create->add_option("NAME", cargs->name, "sandbox name = namespace = vault id (a-z 0-9 -)")
+      ->required();
+  create->add_option("--profile", cargs->profile, "policy profile of the rules file")->required();
+  create->add_option("--pool", cargs->pool, "IPv4 pool, one /30 per sandbox")->capture_default_str();
+  create->add_flag("--no-ipv6", cargs->no_ipv6, "give the sandbox no IPv6 address");
+  on_run(create, ctx, [&ctx, cargs]() {
+    if (auto st = vault::validate_sandbox_id(cargs->name); !st)
+      return report_error(st.error(), kExitUsage);
+    if (auto st = sandbox::validate_sandbox_name(cargs->name); !st)
+      return report_error(st.error(), kExitUsage);
+    StateDir state = ctx.state();
+    auto v = vault::Vault::open(state);
+    if (!v) return report_error(v.error());
+    sandbox::NetnsPool pool;
+    pool.ipv4_cidr = cargs->pool;
+    pool.ipv6 = !cargs->no_ipv6;
+    auto sb = sandbox::create_netns_sandbox(cargs->name, pool);
+    if (!sb) return report_error(sb.error());
+    auto undo = [&](const Error& e) {
+      (void)sandbox::delete_netns_sandbox(cargs->name);
+      return report_error(with_context("sandbox netns create " + cargs->name, e).error);
+    };
+    sandbox::Attachment a{cargs->name, sb->host_ifname, sb->sandbox_ipv4, sb->sandbox_ipv6};
+    if (auto st = sandbox::steering_attach(state.steering_socket(), a); !st)
+      return undo(st.error());
+    auto r = (*v)->register_sandbox(cargs->name, cargs->profile, sb->sandbox_ipv4);
+    if (!r) {
+      (void)sandbox::steering_detach(state.steering_socket(), sb->host_ifname);
+      return undo(r.error());
+    }
+    std::fprintf(stderr,
+                 "created sandbox '%s': netns %s, address %s (gateway %s), interface %s, profile "
+                 "'%s'\n",
+                 sb->name.c_str(), sb->netns_path.c_str(), sb->sandbox_ipv4.c_str(),
+                 sb->host_ipv4.c_str(), sb->host_ifname.c_str(), cargs->profile.c_str());
+    std::printf("%s\n", describe(*sb, cargs->profile).dump().c_str());
+    return int(kExitOk);
+  });
+
+  auto dname = std::make_shared<std::string>();
+  auto* del = netns->add_subcommand(
+      "delete", "detach the steering, remove the namespace, its veth and its registration");
+  del->add_option("NAME", *dname, "sandbox name")->required();
+  on_run(del, ctx, [&ctx, dname]() {
+    if (auto st = sandbox::validate_sandbox_name(*dname); !st)
+      return report_error(st.error(), kExitUsage);
+    StateDir state = ctx.state();
+    std::string host_if = sandbox::host_ifname_for(*dname);
+    // serve may be stopped: deleting the veth removes the filter anyway; say so and go on.
+    if (auto st = sandbox::steering_detach(state.steering_socket(), host_if); !st)
+      std::fprintf(stderr, "note: %s\n", st.error().message.c_str());
+    if (auto st = sandbox::delete_netns_sandbox(*dname); !st) return report_error(st.error());
+    auto v = vault::Vault::open(state);
+    if (!v) return report_error(v.error());
+    if (auto st = (*v)->unregister_sandbox(*dname);
+        !st && st.error().code != vault::code(vault::ErrorCode::kNotFound))
+      return report_error(st.error());
+    std::fprintf(stderr, "deleted sandbox '%s'\n", dname->c_str());
+    return int(kExitOk);
+  });
+
+  auto* list = netns->add_subcommand(
+      "list", "interfaces the running serve confines, with their counters (JSON)");
+  on_run(list, ctx, [&ctx]() {
+    auto r = sandbox::steering_list(ctx.state().steering_socket());
+    if (!r) return report_error(r.error());
+    std::printf("%s", r->c_str());
+    return int(kExitOk);
+  });
 }
 
 }  // namespace
@@ -85,6 +192,8 @@ void add_sandbox_commands(CLI::App& app, CliContext& ctx) {
     std::fprintf(stderr, "unregistered sandbox '%s'\n", unreg_id->c_str());
     return int(kExitOk);
   });
+
+  add_netns_commands(*cmd, ctx);
 
   // The sandbox lifecycle (design.md §7, §8) comes with the sandbox manager.
   add_not_built(*cmd, "create", "create a sandbox from a template", ctx);

@@ -3,23 +3,37 @@
 // vault, the CA and the audit log are all loaded. SIGHUP or a change of the rules file reloads
 // the rules (a broken file never replaces a working one; both outcomes are audited); SIGTERM or
 // SIGINT shut down gracefully.
+// With --steering (issue 5) serve also owns the network confinement of sandbox interfaces in
+// its namespace (sandbox/steering_service.h): the tc program fed with the transparent
+// listeners and the DNS responder's sockets, the control socket through which
+// `cordon sandbox netns create` attaches interfaces, and `egress_dropped` audit lines for what
+// the program drops. Stopping leaves the program attached: closed, not open.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "audit/writer.h"
+#include "bpf/steering.h"
 #include "ca/ca.h"
 #include "ca/leaf_cache.h"
 #include "cli/cli.h"
 #include "gateway/adapters/adapters.h"
+#include "gateway/adapters/dns_policy_adapter.h"
+#include "gateway/dns_responder.h"
 #include "gateway/gateway.h"
 #include "policy/policy_store.h"
+#include "sandbox/steering_service.h"
 #include "vault/admin.h"
 #include "vault/vault.h"
 
@@ -37,7 +51,37 @@ struct ServeFlags {
   std::vector<std::string> upstream_ca;
   unsigned threads = 0;
   bool no_system_trust = false;
+  // Network confinement (issue 5): none | ebpf | nftables | auto, the DNS responder.
+  std::string steering = "none";
+  std::vector<std::string> dns_listen;
+  std::string dns_synthetic_ipv4 = "198.18.0.1";
 };
+
+// `egress_dropped`: one line per (rate-limited) packet the steering program shot.
+void audit_drop(audit::Writer& w, const sandbox::EgressDrop& d) {
+  audit::Event e;
+  e.event = "egress_dropped";
+  e.decision = "deny";
+  e.reason = std::string(bpf::counter_name(d.event.reason));
+  e.sandbox = d.sandbox;
+  e.rule = "steering";
+  if (!d.event.protocol.empty()) e.add("protocol", d.event.protocol);
+  if (!d.event.dst_address.empty()) {
+    bool v6 = d.event.dst_address.find(':') != std::string::npos;
+    e.add("dst", (v6 ? "[" + d.event.dst_address + "]" : d.event.dst_address) +
+                     (d.event.dst_port ? ":" + std::to_string(d.event.dst_port) : ""));
+  }
+  if (d.event.dst_port) e.add("port", static_cast<int64_t>(d.event.dst_port));
+  if (!d.event.src_address.empty()) e.add("src", d.event.src_address);
+  if (!d.event.interface.empty()) e.add("interface", d.event.interface);
+  if (d.suppressed) e.add("suppressed", static_cast<int64_t>(d.suppressed));
+  (void)w.append(e);
+}
+
+bool ipv6_available() {
+  struct stat st {};
+  return ::stat("/proc/sys/net/ipv6", &st) == 0;
+}
 
 struct FileStamp {
   ino_t ino = 0;
@@ -74,13 +118,23 @@ void audit_reload(audit::Writer& w, bool ok, const std::string& rules, uint64_t 
 
 int serve(CliContext& ctx, const ServeFlags& f) {
   using namespace cordon::gateway;
-  if (!f.dns_server.empty()) {
-    return report_error(
-        "--dns-server is not implemented yet (use the system resolver or --resolve)", kExitUsage);
-  }
   if (f.proxy_listen.empty() && f.transparent_listen.empty()) {
     return report_error("serve: give --proxy-listen and/or --transparent-listen", kExitUsage);
   }
+  std::string steering_mode = f.steering;
+  if (steering_mode == "auto") {
+    auto m = bpf::steering_mode();
+    steering_mode = m.mode == bpf::Mode::kSkAssign        ? "ebpf"
+                    : m.mode == bpf::Mode::kNftablesTproxy ? "nftables"
+                                                           : "unavailable";
+    if (steering_mode == "unavailable")
+      return report_error("serve: --steering auto: no steering works here: " + m.detail);
+  }
+  if (steering_mode != "none" && steering_mode != "ebpf" && steering_mode != "nftables")
+    return report_error("--steering '" + f.steering + "': expected none, ebpf, nftables or auto",
+                        kExitUsage);
+  if (steering_mode != "none" && f.transparent_listen.empty())
+    return report_error("serve: --steering needs --transparent-listen", kExitUsage);
   GatewayOptions opts;
   for (const auto& r : f.resolve) {
     size_t eq = r.find('=');
@@ -92,6 +146,7 @@ int serve(CliContext& ctx, const ServeFlags& f) {
     opts.resolve[host] = r.substr(eq + 1);
   }
   opts.upstream_ca_files = f.upstream_ca;
+  opts.dns_server = f.dns_server;  // checked by Gateway::create (IP[:PORT])
   opts.system_trust_store = !f.no_system_trust;
   opts.threads = f.threads;
 
@@ -143,6 +198,46 @@ int serve(CliContext& ctx, const ServeFlags& f) {
     std::fprintf(stderr, "cordon: transparent listener on %s (port %u)\n",
                  f.transparent_listen.c_str(), static_cast<unsigned>(*p));
   }
+  // eBPF steering hands IPv6 sandboxes' connections to an IPv6 listener of its own.
+  if (steering_mode == "ebpf" && ipv6_available()) {
+    bool have_v6 = false;
+    for (auto [fd, v6] : gateway.transparent_listener_fds()) have_v6 |= v6;
+    if (!have_v6) {
+      auto p = gateway.listen_transparent("[::1]:0");
+      if (!p) return report_error(p.error());
+    }
+  }
+
+  // The DNS responder (issue 5): on its own io thread, so that a flood of HTTP cannot starve
+  // name resolution and the other way round.
+  std::vector<std::string> dns_listen = f.dns_listen;
+  if (dns_listen.empty() && steering_mode != "none") {
+    dns_listen.push_back(steering_mode == "ebpf" ? "127.0.0.1:0" : "127.0.0.1:15053");
+    if (ipv6_available()) dns_listen.push_back(steering_mode == "ebpf" ? "[::1]:0" : "[::1]:15053");
+  }
+  auto dns_io = std::make_shared<boost::asio::io_context>(1);
+  std::unique_ptr<DnsResponder> dns;
+  uint16_t dns_port = 0;
+  if (!dns_listen.empty()) {
+    DnsResponderOptions dopts;
+    dopts.synthetic_ipv4 = f.dns_synthetic_ipv4;
+    auto d = DnsResponder::create(*dns_io, dopts, ports.sandboxes, ports.audit);
+    if (!d) return report_error(d.error());
+    dns = std::move(*d);
+    for (const auto& addr : dns_listen) {
+      // nftables TPROXY needs one port for all families: reuse the first one bound.
+      std::string a = addr;
+      if (steering_mode == "nftables" && dns_port && a.size() > 2 && a.substr(a.size() - 2) == ":0")
+        a = a.substr(0, a.size() - 1) + std::to_string(dns_port);
+      auto p = dns->listen(a, steering_mode != "none");
+      if (!p) return report_error(p.error());
+      if (!dns_port) dns_port = *p;
+      std::fprintf(stderr, "cordon: DNS responder on %s (port %u, udp+tcp)\n", addr.c_str(),
+                   static_cast<unsigned>(*p));
+    }
+    dns->set_policy(adapters::make_dns_policy(store->snapshot()));
+  }
+
   if (!f.admin_listen.empty()) {
     auto a = gateway.listen_admin(f.admin_listen);
     if (!a) return report_error(a.error());
@@ -165,6 +260,49 @@ int serve(CliContext& ctx, const ServeFlags& f) {
   if (!admin_server)
     return report_error(with_context("serve: the admin socket", admin_server.error()).error);
   std::fprintf(stderr, "cordon: vault admin API on unix:%s\n", state.admin_socket().c_str());
+
+  // Steering: the program (or the nftables fallback) in this namespace, fed with the sockets
+  // above; sandbox interfaces are attached through the steering control socket.
+  std::unique_ptr<sandbox::SteeringService> steering;
+  if (steering_mode != "none") {
+    sandbox::SteeringServiceOptions sopts;
+    sopts.backend = steering_mode == "ebpf" ? sandbox::SteeringBackend::kEbpf
+                                            : sandbox::SteeringBackend::kNftables;
+    sopts.socket_path = state.steering_socket();
+    sopts.state_path = state.steering_state();
+    for (auto [fd, v6] : gateway.transparent_listener_fds()) {
+      (v6 ? sopts.tcp6_fd : sopts.tcp4_fd) = fd;
+      if (!v6 && !sopts.http_port) {
+        sockaddr_storage ss{};
+        socklen_t len = sizeof ss;
+        if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0)
+          sopts.http_port = ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+      }
+    }
+    if (dns) {
+      for (const auto& s : dns->socket_fds()) {
+        (s.ipv6 ? sopts.dns_udp6_fd : sopts.dns_udp4_fd) = s.udp;
+        (s.ipv6 ? sopts.dns_tcp6_fd : sopts.dns_tcp4_fd) = s.tcp;
+      }
+    }
+    sopts.dns_port = dns_port;
+    std::shared_ptr<audit::Writer> drop_writer = audit_writer;
+    auto s = sandbox::SteeringService::start(
+        sopts, [drop_writer](const sandbox::EgressDrop& d) { audit_drop(*drop_writer, d); });
+    if (!s) return report_error(with_context("serve: steering", s.error()).error);
+    steering = std::move(*s);
+    std::fprintf(stderr, "cordon: steering %s; control on unix:%s (%zu interfaces re-attached)\n",
+                 steering->mode_name().c_str(), state.steering_socket().c_str(),
+                 steering->attachments().size());
+  }
+  std::thread dns_thread;
+  if (dns) {
+    dns->start();
+    dns_thread = std::thread([dns_io] {
+      auto guard = boost::asio::make_work_guard(*dns_io);
+      dns_io->run();
+    });
+  }
   gateway.start();
   audit_reload(*audit_writer, true, f.rules, loaded.generation, "");
 
@@ -183,6 +321,7 @@ int serve(CliContext& ctx, const ServeFlags& f) {
     policy::LoadOutcome out = store->load_file(f.rules);
     if (out.replaced) {
       gateway.set_policy(adapters::make_policy_view(store->snapshot()));
+      if (dns) dns->set_policy(adapters::make_dns_policy(store->snapshot()));
       std::fprintf(stderr, "cordon: rules reloaded (generation %llu)\n",
                    static_cast<unsigned long long>(out.generation));
     } else {
@@ -194,6 +333,18 @@ int serve(CliContext& ctx, const ServeFlags& f) {
     audit_reload(*audit_writer, out.replaced, f.rules, out.generation, out.errors_text());
   }
   std::fprintf(stderr, "cordon: shutting down\n");
+  // Fail closed: the program stays on the sandbox interfaces; once this process's sockets are
+  // gone, its listener slots are empty and every packet drops until serve runs again.
+  if (steering) {
+    steering->leave_attached();
+    steering.reset();
+  }
+  if (dns) {
+    dns->stop();
+    dns_io->stop();
+    if (dns_thread.joinable()) dns_thread.join();
+    dns.reset();
+  }
   gateway.stop(5000);
   auto closed = audit_writer->close();
   if (!closed)
@@ -222,6 +373,19 @@ void add_serve_command(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--threads", flags->threads, "io threads (default: one per core)");
   cmd->add_flag("--no-system-trust", flags->no_system_trust,
                 "trust only --upstream-ca files for upstream certificates");
+  cmd->add_option("--steering", flags->steering,
+                  "confine sandbox interfaces: ebpf (tc program + bpf_sk_assign), nftables "
+                  "(TPROXY fallback), auto (what `cordon doctor` reports), none (default). "
+                  "Interfaces are attached by `cordon sandbox netns create` through "
+                  "STATE/steering.sock; they stay closed while serve is stopped")
+      ->capture_default_str();
+  cmd->add_option("--dns-listen", flags->dns_listen,
+                  "DNS responder ADDR:PORT, UDP and TCP (repeatable; with --steering: "
+                  "127.0.0.1 and ::1, the steering finds the sockets)");
+  cmd->add_option("--dns-synthetic-ipv4", flags->dns_synthetic_ipv4,
+                  "address the DNS responder gives for allowed names (the steering sends "
+                  "TCP 80/443 to the gateway whatever the address)")
+      ->capture_default_str();
   on_run(cmd, ctx, [&ctx, flags]() { return serve(ctx, *flags); });
 }
 

@@ -21,6 +21,10 @@ struct StateDir {
   std::string audit_dir() const { return root + "/audit"; }
   std::string audit_log() const { return root + "/audit/audit.jsonl"; }
   std::string admin_socket() const { return root + "/admin.sock"; }  // 0600, root only
+  // `cordon serve`'s steering control (attach/detach sandbox interfaces), 0600, root only.
+  std::string steering_socket() const { return root + "/steering.sock"; }
+  // The interfaces serve's steering is attached to, re-attached when serve starts again.
+  std::string steering_state() const { return root + "/steering.json"; }  // 0600
 };
 
 }  // namespace cordon

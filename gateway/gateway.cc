@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "gateway/detail/dns_client.h"
 #include "gateway/detail/impl.h"
 
 namespace cordon::gateway {
@@ -32,11 +33,109 @@ awaitable<size_t> PlainStream::read_some(asio::mutable_buffer b, error_code& ec)
 awaitable<void> PlainStream::write_all(asio::const_buffer b, error_code& ec) {
   co_await asio::async_write(s_, b, redirect_error(use_awaitable, ec));
 }
-awaitable<size_t> TlsStream::read_some(asio::mutable_buffer b, error_code& ec) {
-  co_return co_await s_.async_read_some(b, redirect_error(use_awaitable, ec));
+TlsStream::TlsStream(tcp::socket s, ssl::context& ctx) : s_(std::move(s)) {
+  ssl_ = SSL_new(ctx.native_handle());
+  if (!ssl_) throw std::bad_alloc();  // OpenSSL out of memory: nothing sensible remains
+  SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                         SSL_MODE_RELEASE_BUFFERS);
+  // Read-ahead: one read() takes whatever the kernel has (several records), not 5 + n bytes
+  // per record in two calls.
+  SSL_set_read_ahead(ssl_, 1);
+  error_code ec;
+  s_.native_non_blocking(true, ec);
+  // BIO_NOCLOSE: the descriptor stays the tcp::socket's to close.
+  SSL_set_fd(ssl_, static_cast<int>(s_.native_handle()));
 }
+
+TlsStream::~TlsStream() {
+  SSL_free(ssl_);
+}
+
+awaitable<bool> TlsStream::wait_for(int r, error_code& ec) {
+  int sys = errno;  // read before any other call can change it
+  switch (SSL_get_error(ssl_, r)) {
+    case SSL_ERROR_WANT_READ:
+      co_await s_.async_wait(tcp::socket::wait_read, redirect_error(use_awaitable, ec));
+      co_return !ec;
+    case SSL_ERROR_WANT_WRITE:
+      co_await s_.async_wait(tcp::socket::wait_write, redirect_error(use_awaitable, ec));
+      co_return !ec;
+    case SSL_ERROR_ZERO_RETURN:
+      ec = asio::error::eof;
+      co_return false;
+    case SSL_ERROR_SYSCALL:
+      ec = sys != 0 ? error_code(sys, asio::error::get_system_category())
+                    : error_code(asio::error::eof);
+      co_return false;
+    default: {
+      unsigned long e = ERR_peek_last_error();
+      if (ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+        ec = ssl::error::stream_truncated;
+      } else if (e != 0) {
+        ec = error_code(static_cast<int>(e), asio::error::get_ssl_category());
+      } else {
+        ec = asio::error::connection_reset;
+      }
+      co_return false;
+    }
+  }
+}
+
+// Every SSL_* call below first checks that the socket is still open: the deadline closes it
+// from this same thread, and the descriptor number may already belong to another connection.
+awaitable<size_t> TlsStream::read_some(asio::mutable_buffer b, error_code& ec) {
+  ec = {};
+  while (true) {
+    if (!s_.is_open()) {
+      ec = asio::error::bad_descriptor;
+      co_return 0;
+    }
+    ERR_clear_error();
+    size_t n = 0;
+    int r = SSL_read_ex(ssl_, b.data(), b.size(), &n);
+    if (r == 1) co_return n;
+    if (!co_await wait_for(r, ec)) co_return 0;
+  }
+}
+
 awaitable<void> TlsStream::write_all(asio::const_buffer b, error_code& ec) {
-  co_await asio::async_write(s_, b, redirect_error(use_awaitable, ec));
+  ec = {};
+  const char* p = static_cast<const char*>(b.data());
+  size_t left = b.size();
+  while (left > 0) {
+    if (!s_.is_open()) {
+      ec = asio::error::bad_descriptor;
+      co_return;
+    }
+    ERR_clear_error();
+    size_t n = 0;
+    int r = SSL_write_ex(ssl_, p, left, &n);
+    if (r == 1) {
+      p += n;
+      left -= n;
+      continue;
+    }
+    if (!co_await wait_for(r, ec)) co_return;
+  }
+}
+
+awaitable<void> TlsStream::handshake(bool server, error_code& ec) {
+  ec = {};
+  if (server) {
+    SSL_set_accept_state(ssl_);
+  } else {
+    SSL_set_connect_state(ssl_);
+  }
+  while (true) {
+    if (!s_.is_open()) {
+      ec = asio::error::bad_descriptor;
+      co_return;
+    }
+    ERR_clear_error();
+    int r = SSL_do_handshake(ssl_);
+    if (r == 1) co_return;
+    if (!co_await wait_for(r, ec)) co_return;
+  }
 }
 
 void Deadline::start() {
@@ -307,6 +406,11 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options, Gateway
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->ports = std::move(ports);
+  if (!impl->options.dns_server.empty()) {
+    auto server = parse_dns_server(impl->options.dns_server);
+    if (!server) return with_context("gateway: --dns-server", server.error());
+    impl->dns_server = *server;
+  }
   impl->mint_tokens = impl->options.limits.max_mints_per_second;
   unsigned n = impl->options.threads ? impl->options.threads : std::thread::hardware_concurrency();
   if (n == 0) n = 1;
@@ -418,6 +522,16 @@ Result<uint16_t> Gateway::listen_transparent(const std::string& addr) {
   uint16_t port = (*acc)->local_endpoint().port();
   impl_->transparent_acceptors.push_back(std::move(*acc));
   return port;
+}
+
+std::vector<std::pair<int, bool>> Gateway::transparent_listener_fds() const {
+  std::vector<std::pair<int, bool>> out;
+  for (const auto& a : impl_->transparent_acceptors) {
+    error_code ec;
+    auto ep = a->local_endpoint(ec);
+    out.emplace_back(a->native_handle(), !ec && ep.address().is_v6());
+  }
+  return out;
 }
 
 awaitable<void> Gateway::Impl::accept_loop(tcp::acceptor& acc, bool transparent) {

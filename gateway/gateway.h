@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/result.h"
@@ -21,6 +22,9 @@ struct GatewayOptions {
   Limits limits;
   // Static name → address map (an operator statement; the floors still apply to it).
   std::map<std::string, std::string> resolve;
+  // "IP[:PORT]": resolve upstream names by querying this DNS server (A and AAAA, UDP with TCP
+  // on truncation) instead of the system resolver. Empty = system resolver.
+  std::string dns_server;
   // Extra trust anchors for upstream certificates, besides the system store.
   std::vector<std::string> upstream_ca_files;
   // Use the system trust store for upstreams (tests turn it off to stay hermetic).
@@ -52,6 +56,8 @@ class Gateway {
   // Listeners. "ADDR:PORT" (port 0 = any); the bound port is returned. Call before start().
   Result<uint16_t> listen_proxy(const std::string& addr);
   Result<uint16_t> listen_transparent(const std::string& addr);
+  // The transparent listeners' sockets as (fd, is IPv6), for the steering's listener map.
+  std::vector<std::pair<int, bool>> transparent_listener_fds() const;
   // "ADDR:PORT" on loopback, or "unix:PATH" (created 0600). Returns the bound address.
   Result<std::string> listen_admin(const std::string& addr);
 

@@ -33,8 +33,10 @@ struct Limits {
   size_t max_client_hello_bytes = 16 * 1024;
   // Per-direction I/O buffer; with the parser's output copy this bounds per-connection memory.
   size_t io_buffer_bytes = 16 * 1024;
-  // Idle upstream connections kept per (host, port).
-  size_t pool_max_idle_per_key = 8;
+  // Idle upstream connections kept per (host, port) and io thread. It must cover the requests
+  // in flight to one upstream: every request beyond it pays a new TCP + TLS handshake upstream
+  // (8 under 32 keep-alive clients made cordon 10x slower than direct; bench/gateway/README.md).
+  size_t pool_max_idle_per_key = 128;
   uint32_t pool_idle_timeout_ms = 30'000;
 };
 

@@ -122,10 +122,9 @@ class CredentialSource {
  public:
   virtual ~CredentialSource() = default;
   virtual Result<std::string> secret_value(std::string_view secret_name) const = 0;
-  // True if `word` has the shape of a proxy token (so that it is never forwarded anywhere).
-  virtual bool looks_like_token(std::string_view word) const = 0;
-  // Looks a token up for the presenting sandbox; nullopt = unknown or malformed token (still
-  // treated as a token, i.e. never forwarded, if it looks like one).
+  // Looks a token up for the presenting sandbox; nullopt = unknown or malformed token. Which
+  // strings are tokens is decided by their shape (find_proxy_tokens in
+  // gateway/stages/credential_injector.h), so that one never leaves whatever the vault says.
   virtual std::optional<TokenInfo> lookup_token(std::string_view token,
                                                 std::string_view sandbox_id) const = 0;
 };
@@ -161,6 +160,10 @@ class AuditSink {
   // Must not block for long (the real writer is asynchronous). An error means the line may be
   // lost: the gateway then denies requests (fail closed) until an append succeeds again.
   virtual Status append(const AuditRecord& record) = 0;
+  // Whether an append made now would be written. Asked before each request is forwarded, so
+  // that the request that meets a failing log is itself denied (design.md §3). Cheap, no I/O.
+  // A sink that cannot tell says healthy; its append() failures still fail closed.
+  virtual Status health() const { return {}; }
 };
 
 }  // namespace cordon::gateway

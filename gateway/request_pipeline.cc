@@ -3,73 +3,15 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <charconv>
+
+#include "gateway/stages/credential_injector.h"
+#include "gateway/stages/request_checks.h"
 
 namespace cordon::gateway {
 
-using detail::Header;
-using detail::Headers;
-using detail::iequals;
 using detail::MessageHead;
-using detail::to_lower;
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-bool valid_host_name(std::string_view h) {
-  if (h.empty() || h.size() > 253) return false;
-  for (char c : h) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-              c == ':' /* v6 literal */;
-    if (!ok) return false;
-  }
-  return true;
-}
-
-// Headers that belong to one hop, or that the gateway restates itself (framing, Host).
-bool hop_by_hop(std::string_view name) {
-  static constexpr std::string_view kNames[] = {"connection",
-                                                "keep-alive",
-                                                "proxy-connection",
-                                                "proxy-authorization",
-                                                "proxy-authenticate",
-                                                "te",
-                                                "trailer",
-                                                "transfer-encoding",
-                                                "upgrade",
-                                                "content-length",
-                                                "expect",
-                                                "host",
-                                                "http2-settings"};
-  for (auto n : kNames) {
-    if (iequals(name, n)) return true;
-  }
-  return false;
-}
-
-// Names a credential may never set: framing, routing, connection management.
-bool forbidden_injection(std::string_view name) {
-  if (name.size() >= 6 && iequals(name.substr(0, 6), "proxy-")) return true;
-  static constexpr std::string_view kNames[] = {
-      "host",    "content-length", "transfer-encoding", "connection", "te",
-      "upgrade", "keep-alive",     "trailer",           "expect"};
-  for (auto n : kNames) {
-    if (iequals(name, n)) return true;
-  }
-  return name.empty();
-}
-
-bool has_ctl(std::string_view v) {
-  for (unsigned char c : v) {
-    if ((c < 0x20 && c != '\t') || c == 0x7f) return true;
-  }
-  return false;
-}
 
 Verdict refuse(Verdict v, int status, std::string error, std::string reason) {
   v.status = status;
@@ -78,243 +20,196 @@ Verdict refuse(Verdict v, int status, std::string error, std::string reason) {
   return v;
 }
 
-// Words of a header value that could carry a token: split on separators used by auth schemes.
-std::vector<std::string_view> words(std::string_view v) {
-  std::vector<std::string_view> out;
-  size_t i = 0;
-  while (i < v.size()) {
-    while (i < v.size() && std::string_view(" \t,;=:\"").find(v[i]) != std::string_view::npos) ++i;
-    size_t j = i;
-    while (j < v.size() && std::string_view(" \t,;=:\"").find(v[j]) == std::string_view::npos) ++j;
-    if (j > i) out.push_back(v.substr(i, j - i));
-    i = j;
+// The JSON error word of a refusal by the request checks.
+std::string error_word(int status) {
+  if (status == 403) return "egress_denied";
+  if (status == 421) return "misdirected_request";
+  return "bad_request";
+}
+
+Channel channel_of(const ConnectionFacts& conn) {
+  if (conn.tls) return Channel::kInterceptedTls;
+  return conn.absolute_form_required ? Channel::kProxy : Channel::kPlainTransparent;
+}
+
+// Vault answers for one token, in the injector's terms: the vault knows tokens, the injector
+// knows which credential the request would get.
+TokenVerdict verify_token(const CredentialSource& credentials, std::string_view sandbox_id,
+                          const std::string& credential, std::string_view token) {
+  TokenVerdict out;
+  auto info = credentials.lookup_token(token, sandbox_id);
+  if (!info) {
+    out.reason = "unknown token";
+    return out;
+  }
+  out.token_id = info->id;
+  if (!info->sandbox_ok) {
+    out.reason = "bound to another sandbox";
+  } else if (!info->active) {
+    out.kind = TokenVerdict::Kind::kInactive;
+    out.reason = "revoked or expired";
+  } else if (info->credential != credential) {
+    out.kind = TokenVerdict::Kind::kOtherCredential;
+  } else {
+    out.kind = TokenVerdict::Kind::kValid;
   }
   return out;
+}
+
+// Refusals of the credential stage that are the operator's or the vault's fault, not the
+// sandbox's: answered as errors, not as policy denials.
+int credential_refusal_status(std::string_view reason) {
+  if (reason == "secret_unavailable") return 502;
+  if (reason == "forbidden_credential_header" || reason == "credential_spec_invalid" ||
+      reason == "bad_rendered_value") {
+    return 500;
+  }
+  return 403;
+}
+
+// Headers the gateway restates itself (framing, Host) or answers itself (Expect).
+bool restated(std::string_view name) {
+  return ascii_iequals(name, "host") || ascii_iequals(name, "content-length") ||
+         ascii_iequals(name, "transfer-encoding") || ascii_iequals(name, "expect");
+}
+
+// Hop-by-hop headers of a response (RFC 9110 §7.6.1 and the proxy ones), plus the framing
+// headers that the gateway restates.
+bool response_hop_by_hop(std::string_view name) {
+  static constexpr std::string_view kNames[] = {
+      "connection", "keep-alive", "proxy-connection",  "proxy-authenticate", "te",
+      "trailer",    "upgrade",    "transfer-encoding", "content-length"};
+  for (auto n : kNames) {
+    if (ascii_iequals(name, n)) return true;
+  }
+  return false;
+}
+
+bool contains_ci(const std::vector<std::string>& lower_names, std::string_view name) {
+  return std::any_of(lower_names.begin(), lower_names.end(),
+                     [&](const std::string& n) { return ascii_iequals(n, name); });
 }
 
 }  // namespace
 
 std::optional<Authority> parse_authority(std::string_view text) {
-  Authority a;
-  std::string_view host = text, port;
-  if (!text.empty() && text.front() == '[') {
-    size_t close = text.find(']');
-    if (close == std::string_view::npos) return std::nullopt;
-    host = text.substr(1, close - 1);
-    std::string_view rest = text.substr(close + 1);
-    if (!rest.empty()) {
-      if (rest.front() != ':') return std::nullopt;
-      port = rest.substr(1);
-    }
-  } else {
-    size_t colon = text.rfind(':');
-    if (colon != std::string_view::npos) {
-      host = text.substr(0, colon);
-      port = text.substr(colon + 1);
-      if (host.find(':') != std::string_view::npos) return std::nullopt;
-    }
-  }
-  if (!port.empty()) {
-    unsigned v = 0;
-    auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), v);
-    if (ec != std::errc() || p != port.data() + port.size() || v == 0 || v > 65535) {
-      return std::nullopt;
-    }
-    a.port = static_cast<uint16_t>(v);
-  }
-  a.host = to_lower(host);
-  // A trailing dot names the same host: refuse rather than compare two spellings.
-  if (!valid_host_name(a.host) || a.host.back() == '.') return std::nullopt;
-  return a;
+  auto hp = parse_host_port(text);
+  if (!hp) return std::nullopt;
+  return Authority{std::move(hp->host), hp->port.value_or(0)};
 }
 
 Verdict evaluate_request(const PolicyView& policy, const CredentialSource& credentials,
-                         const ConnectionFacts& conn, const MessageHead& req) {
+                         const ConnectionFacts& conn, const MessageHead& req,
+                         const Limits& limits) {
   Verdict v;
   v.port = conn.port;
 
-  // ---- check: framing and smuggling shapes (llhttp already refused most of them) ----------
-  if (req.count("content-length") > 1)
-    return refuse(v, 400, "bad_request", "duplicate_content_length");
-  if (req.count("transfer-encoding") > 1)
-    return refuse(v, 400, "bad_request", "duplicate_transfer_encoding");
-  if (const auto* te = req.find("transfer-encoding")) {
-    if (req.find("content-length"))
-      return refuse(v, 400, "bad_request", "content_length_and_transfer_encoding");
-    if (!iequals(trim(*te), "chunked"))
-      return refuse(v, 400, "bad_request", "obfuscated_transfer_encoding");
+  // ---- check ----------------------------------------------------------------------------
+  RequestHead head{req.method, req.target, req.http_major, req.http_minor, req.headers};
+  ChannelFacts facts;
+  facts.channel = channel_of(conn);
+  facts.sni = conn.host;
+  facts.original_destination = conn.original_destination;
+  facts.port = conn.port;
+  facts.connect_host = conn.connect_host;
+  StageLimits stage_limits;
+  stage_limits.max_request_line_bytes = limits.max_request_line_bytes;
+  stage_limits.max_header_bytes = limits.max_header_bytes;
+  stage_limits.max_header_count = limits.max_header_count;
+  RequestVerdict checked = check_request(head, facts, stage_limits);
+  if (!checked.ok()) {
+    if (conn.tls) v.host = conn.host;
+    return refuse(v, checked.rejection.status, error_word(checked.rejection.status),
+                  checked.rejection.reason);
   }
-  for (const auto& [k, val] : req.headers) {
-    if (has_ctl(val) || k.empty()) return refuse(v, 400, "bad_request", "control_bytes_in_header");
-  }
-  if (req.http_major != 1) return refuse(v, 400, "bad_request", "http_version");
-  if (req.method == "CONNECT") return refuse(v, 400, "bad_request", "nested_connect");
-  if (req.count("host") != 1) return refuse(v, 400, "bad_request", "host_header_count");
+  CheckedRequest& cr = *checked.accepted;
+  v.host = cr.host;
+  v.port = cr.port;
+  // A CONNECT is served only as the first request at the proxy listener (the session does it).
+  if (cr.form == TargetForm::kAuthority) return refuse(v, 400, "bad_request", "nested_connect");
 
-  // ---- check: the host this request is for ------------------------------------------------
-  auto host_hdr = parse_authority(trim(*req.find("host")));
-  if (!host_hdr) return refuse(v, 400, "bad_request", "malformed_host");
-
-  std::string_view target = req.target;
-  std::string origin_target;
-  std::optional<Authority> target_auth;
-  auto starts_with_ci = [&](std::string_view s, std::string_view p) {
-    return s.size() >= p.size() && iequals(s.substr(0, p.size()), p);
-  };
-  if (starts_with_ci(target, "http://") || starts_with_ci(target, "https://")) {
-    bool https = starts_with_ci(target, "https://");
-    if (https != conn.tls) return refuse(v, 400, "bad_request", "absolute_form_scheme");
-    std::string_view rest = target.substr(https ? 8 : 7);
-    size_t slash = rest.find_first_of("/?#");
-    target_auth = parse_authority(rest.substr(0, slash));
-    if (!target_auth) return refuse(v, 400, "bad_request", "malformed_absolute_form");
-    if (rest.find('@') < slash) return refuse(v, 400, "bad_request", "userinfo_in_target");
-    origin_target = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
-    if (origin_target.front() != '/')
-      return refuse(v, 400, "bad_request", "malformed_absolute_form");
-  } else if (!target.empty() && target.front() == '/') {
-    if (conn.absolute_form_required) return refuse(v, 400, "bad_request", "origin_form_to_proxy");
-    origin_target = std::string(target);
-  } else {
-    return refuse(v, 400, "bad_request", "request_target_form");
-  }
-
-  if (conn.tls) {
-    // Host (and an absolute-form authority) must name the verified SNI, port aside.
-    v.host = conn.host;
-    if (host_hdr->host != conn.host)
-      return refuse(v, 421, "misdirected_request", "host_sni_mismatch");
-    if (target_auth && target_auth->host != conn.host) {
-      return refuse(v, 421, "misdirected_request", "absolute_form_host_mismatch");
-    }
-  } else {
-    if (target_auth) {
-      if (host_hdr->host != target_auth->host)
-        return refuse(v, 400, "bad_request", "host_target_mismatch");
-      v.host = target_auth->host;
-      if (conn.absolute_form_required) v.port = target_auth->port ? target_auth->port : 80;
-    } else {
-      v.host = host_hdr->host;
-    }
-  }
-
-  // ---- canonicalize -----------------------------------------------------------------------
-  auto canonical = policy.canonicalize_path(origin_target);
+  // ---- canonicalize ---------------------------------------------------------------------
+  std::string raw_target = cr.query ? cr.path + "?" + *cr.query : cr.path;
+  auto canonical = policy.canonicalize_path(raw_target);
   if (!canonical) return refuse(v, 400, "bad_request", "ambiguous_path");
   v.canonical_path = *canonical;
   v.upstream_target = *canonical;
 
-  // ---- decide ------------------------------------------------------------------------------
-  RequestFacts facts;
-  facts.profile = conn.sandbox.profile;
-  facts.host = v.host;
-  facts.port = v.port;
-  facts.method = req.method;
-  facts.path = v.canonical_path;
-  facts.tls = conn.tls;
-  v.decision = policy.decide(facts);
+  // ---- decide ---------------------------------------------------------------------------
+  RequestFacts rf;
+  rf.profile = conn.sandbox.profile;
+  rf.host = v.host;
+  rf.port = v.port;
+  rf.method = req.method;
+  rf.path = v.canonical_path;
+  rf.tls = conn.tls;
+  v.decision = policy.decide(rf);
   if (!v.decision.allow && !v.decision.report_only) {
     return refuse(v, 403, "egress_denied",
                   v.decision.reason.empty() ? "policy" : v.decision.reason);
   }
   auto dest = policy.destination(conn.sandbox.profile, v.host, v.port);
 
-  // ---- credentials: strip, then token swap or injection -----------------------------------
-  std::vector<std::string> strip;
-  if (dest) {
-    for (const auto& h : dest->credential_headers) strip.push_back(to_lower(h));
-  }
-  const auto& cred = v.decision.credential;
-  if (cred) strip.push_back(to_lower(cred->header));
-  v.dropped_trailers = strip;
-
-  std::optional<std::string> token;
-  std::string token_header;
-  for (const auto& [k, val] : req.headers) {
-    if (iequals(k, "host")) continue;
-    for (auto w : words(val)) {
-      if (credentials.looks_like_token(w)) {
-        if (token && *token != w) return refuse(v, 403, "egress_denied", "token_misuse");
-        token = std::string(w);
-        token_header = k;
-      }
-    }
-  }
-  // Tokens in the target (query strings) are never forwarded either.
-  {
-    std::string t = origin_target;
-    for (auto& c : t) {
-      if (c == '?' || c == '&' || c == '/') c = ' ';
-    }
-    for (auto w : words(t)) {
-      if (credentials.looks_like_token(w)) return refuse(v, 403, "egress_denied", "token_misuse");
-    }
-  }
-
-  std::string injected;
-  if (token) {
-    auto info = credentials.lookup_token(*token, conn.sandbox.id);
-    if (info) v.token_id = info->id;
-    // A revoked or expired token is refused as such wherever it is presented: the vault no
-    // longer says which credential it was bound to, and "misuse" would mislead the operator.
-    if (info && !info->active && info->sandbox_ok)
-      return refuse(v, 403, "egress_denied", "token_inactive");
-    bool bound_here = cred && cred->token != TokenMode::kOff &&
-                      iequals(token_header, cred->header) && info &&
-                      info->credential == cred->name && info->sandbox_ok;
-    if (!bound_here) return refuse(v, 403, "egress_denied", "token_misuse");
-    if (!info->active) return refuse(v, 403, "egress_denied", "token_inactive");
-  } else if (cred && cred->token == TokenMode::kRequired) {
-    return refuse(v, 403, "egress_denied", "token_required");
-  }
+  // ---- credentials: strip every credential header of the destination, then inject/swap --
+  HeaderList& headers = head.headers;
+  std::erase_if(headers, [&](const Header& h) {
+    return restated(h.name) || contains_ci(cr.strip_headers, h.name);
+  });
+  const std::optional<CredentialSpec>& cred = v.decision.credential;
+  std::optional<InjectionSpec> spec;
+  std::vector<std::string> also_strip;
   if (cred) {
-    if (!conn.tls && !(dest && dest->plaintext_credentials)) {
-      return refuse(v, 403, "egress_denied", "credential_over_plaintext");
+    spec = InjectionSpec{cred->name, cred->header, cred->format, TokenRequirement::kOff,
+                         dest && dest->plaintext_credentials};
+    if (cred->token == TokenMode::kOptional) spec->token_mode = TokenRequirement::kOptional;
+    if (cred->token == TokenMode::kRequired) spec->token_mode = TokenRequirement::kRequired;
+    v.dropped_trailers.push_back(ascii_lower(cred->header));
+  }
+  if (dest) {
+    for (const auto& h : dest->credential_headers) {
+      if (contains_ci(v.dropped_trailers, h)) continue;
+      also_strip.push_back(h);
+      v.dropped_trailers.push_back(ascii_lower(h));
     }
-    if (forbidden_injection(cred->header)) {
-      return refuse(v, 500, "credential_error", "credential_header_forbidden");
+  }
+  SecretSource secrets = [&](std::string_view) -> Result<std::string> {
+    auto s = credentials.secret_value(cred->secret_name);
+    if (s && !s->empty()) v.scrub_values.push_back(*s);
+    return s;
+  };
+  TokenVerifier verify = [&](std::string_view token) {
+    return verify_token(credentials, conn.sandbox.id, cred ? cred->name : std::string(), token);
+  };
+  InjectionReport report = inject_credentials(headers, req.target, spec ? &*spec : nullptr,
+                                              conn.tls, secrets, verify, also_strip);
+  v.token_id = report.token_id;
+  if (!report.allowed) {
+    v.credential_name = report.credential;
+    int status = credential_refusal_status(report.reason);
+    return refuse(v, status, status == 403 ? "egress_denied" : "credential_error", report.reason);
+  }
+  if (report.action != InjectionAction::kNone) {
+    v.credential_name = report.credential;
+    // The rendered value too (e.g. "Bearer <secret>"), should an upstream echo it whole.
+    auto it = std::find_if(headers.rbegin(), headers.rend(),
+                           [&](const Header& h) { return ascii_iequals(h.name, cred->header); });
+    if (it != headers.rend() && !contains_ci(v.scrub_values, it->value)) {
+      v.scrub_values.push_back(it->value);
     }
-    auto secret = credentials.secret_value(cred->secret_name);
-    if (!secret) return refuse(v, 502, "credential_error", "credential_unavailable");
-    std::string rendered = cred->format;
-    size_t at = rendered.find("{secret}");
-    if (at == std::string::npos) return refuse(v, 500, "credential_error", "credential_format");
-    rendered.replace(at, 8, *secret);
-    if (has_ctl(rendered) || secret->empty()) {
-      return refuse(v, 500, "credential_error", "credential_value_invalid");
-    }
-    injected = rendered;
-    v.scrub_values.push_back(*secret);
-    if (rendered != *secret) v.scrub_values.push_back(rendered);
-    v.credential_name = cred->name;
   }
 
-  // ---- upstream head ------------------------------------------------------------------------
-  std::vector<std::string> connection_listed;
-  for (const auto& [k, val] : req.headers) {
-    if (iequals(k, "connection")) {
-      for (auto w : words(val)) connection_listed.push_back(to_lower(w));
-    }
-  }
+  // ---- upstream head --------------------------------------------------------------------
   std::string host_value = v.host.find(':') != std::string::npos ? "[" + v.host + "]" : v.host;
   uint16_t default_port = conn.tls ? 443 : 80;
   if (v.port != default_port && v.port != 0) host_value += ":" + std::to_string(v.port);
-  v.upstream_headers.emplace_back("Host", host_value);
-  for (const auto& [k, val] : req.headers) {
-    std::string lk = to_lower(k);
-    if (hop_by_hop(lk)) continue;
-    if (std::find(strip.begin(), strip.end(), lk) != strip.end()) continue;
-    if (std::find(connection_listed.begin(), connection_listed.end(), lk) !=
-        connection_listed.end()) {
-      continue;
-    }
-    v.upstream_headers.emplace_back(k, val);
+  v.upstream_headers.reserve(headers.size() + 2);
+  v.upstream_headers.push_back(Header{"Host", std::move(host_value)});
+  for (auto& h : headers) v.upstream_headers.push_back(std::move(h));
+  if (cr.websocket_upgrade) {
+    v.websocket = true;
+    v.upstream_headers.push_back(Header{"Connection", "Upgrade"});
   }
-  if (cred) v.upstream_headers.emplace_back(cred->header, injected);
-  if (const auto* e = req.find("expect")) {
-    if (!iequals(trim(*e), "100-continue")) return refuse(v, 417, "bad_request", "expectation");
-    v.expect_continue = true;
-  }
+  v.expect_continue = cr.expect_continue;
   return v;
 }
 
@@ -335,35 +230,45 @@ std::string render_request_head(const MessageHead& req, const Verdict& v) {
 
 std::string render_response_head(const MessageHead& resp, const std::vector<std::string>& scrub,
                                  bool close) {
+  const bool switching = resp.status == 101;
   std::string out;
   out.reserve(512);
   out.append("HTTP/1.1 ").append(std::to_string(resp.status)).append(" ");
   // The reason phrase is informational; a fixed one avoids relaying arbitrary bytes.
-  out.append(resp.status < 400 ? "OK" : "Error").append("\r\n");
+  out.append(switching ? "Switching Protocols" : resp.status < 400 ? "OK" : "Error").append("\r\n");
+  // Names listed in Connection are hop-by-hop too (RFC 9110 §7.6.1).
   std::vector<std::string> connection_listed;
   for (const auto& [k, val] : resp.headers) {
-    if (iequals(k, "connection")) {
-      for (auto w : words(val)) connection_listed.push_back(to_lower(w));
+    if (!ascii_iequals(k, "connection")) continue;
+    std::string_view rest = val;
+    while (!rest.empty()) {
+      size_t comma = rest.find(',');
+      std::string_view item = rest.substr(0, comma);
+      while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+      while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+      if (!item.empty()) connection_listed.push_back(ascii_lower(item));
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
     }
   }
-  for (const auto& [k, val] : resp.headers) {
-    std::string lk = to_lower(k);
-    if (hop_by_hop(lk) && lk != "host") continue;
-    if (std::find(connection_listed.begin(), connection_listed.end(), lk) !=
-        connection_listed.end()) {
+  HeaderList kept;
+  kept.reserve(resp.headers.size());
+  for (const auto& h : resp.headers) {
+    bool keep_upgrade = switching && ascii_iequals(h.name, "upgrade");
+    if (!keep_upgrade && (response_hop_by_hop(h.name) || contains_ci(connection_listed, h.name)))
       continue;
-    }
-    bool secret = false;
-    for (const auto& s : scrub) secret = secret || (!s.empty() && val.find(s) != std::string::npos);
-    if (secret) continue;
-    out.append(k).append(": ").append(val).append("\r\n");
+    kept.push_back(h);
   }
-  if (resp.chunked) {
+  if (!scrub.empty()) scrub_response_headers(kept, scrub);
+  for (const auto& [k, val] : kept) out.append(k).append(": ").append(val).append("\r\n");
+  if (switching) {
+    out.append("Connection: Upgrade\r\n");
+  } else if (resp.chunked) {
     out.append("Transfer-Encoding: chunked\r\n");
   } else if (resp.content_length) {
     out.append("Content-Length: ").append(std::to_string(*resp.content_length)).append("\r\n");
   }
-  if (close) out.append("Connection: close\r\n");
+  if (close && !switching) out.append("Connection: close\r\n");
   out.append("\r\n");
   return out;
 }
@@ -390,8 +295,14 @@ std::string render_error_response(int status, const std::string& error, const st
     case 408:
       text = "Request Timeout";
       break;
+    case 413:
+      text = "Content Too Large";
+      break;
     case 414:
       text = "URI Too Long";
+      break;
+    case 417:
+      text = "Expectation Failed";
       break;
     case 421:
       text = "Misdirected Request";
@@ -404,6 +315,9 @@ std::string render_error_response(int status, const std::string& error, const st
       break;
     case 503:
       text = "Service Unavailable";
+      break;
+    case 505:
+      text = "HTTP Version Not Supported";
       break;
     default:
       break;

@@ -1,15 +1,17 @@
-// The per-request path as a chain of single-purpose, socket-free stages:
-//   check (framing/smuggling shapes, Host vs verified host, absolute-form)
+// The per-request path of the gateway, composed from the socket-free stages in
+// gateway/stages/ (one implementation of each check, shared with their unit tests and fuzzers):
+//   check_request (framing/smuggling shapes, Host vs verified SNI, absolute-form, Upgrade)
 //   → canonicalize (policy's path function; ambiguous → 400)
 //   → decide (policy; deny → 403)
-//   → credentials (strip what the destination's credentials set; inject, or swap a proxy
-//     token; a token anywhere else → token_misuse)
-//   → upstream head (origin-form, hop-by-hop removed).
-// Forwarding and audit are done by the session with the Verdict this returns.
+//   → inject_credentials (strip what every credential of the destination sets; inject, or swap
+//     a proxy token; a token anywhere else → token_misuse)
+//   → upstream head (origin-form, hop-by-hop removed, framing restated by the gateway).
+// Forwarding and audit are done by the session with the Verdict this returns; the response
+// side (render_response_head) scrubs secret values with the same stage.
 //
 // Trust: the request head comes from an untrusted sandbox; ConnectionFacts were established
-// by the gateway (verified SNI or CONNECT authority, sandbox identity). PolicyView and
-// CredentialSource are trusted.
+// by the gateway (verified SNI or CONNECT authority, sandbox identity, dialled address).
+// PolicyView and CredentialSource are trusted.
 #pragma once
 
 #include <cstdint>
@@ -30,12 +32,16 @@ struct ConnectionFacts {
   bool tls = true;
   // Explicit proxy over plain HTTP: requests must be absolute-form.
   bool absolute_form_required = false;
+  // Transparent plain HTTP: the address the sandbox dialled (an IP-literal Host must equal it).
+  std::string original_destination;
+  // TLS inside an explicit-proxy CONNECT: the CONNECT host (the SNI must equal it).
+  std::optional<std::string> connect_host;
 };
 
 struct Verdict {
   int status = 0;      // 0 = forward; else answer with this status and `error` body
   std::string error;   // JSON error word: "egress_denied", "bad_request", ...
-  std::string reason;  // machine word for audit
+  std::string reason;  // machine word for audit (the stages' reason codes)
   Decision decision;
   std::string host;  // host the request goes to (lower-case, no port)
   uint16_t port = 0;
@@ -47,13 +53,18 @@ struct Verdict {
   std::string credential_name;
   std::string token_id;
   bool expect_continue = false;
+  // A checked `Upgrade: websocket` request: forwarded with Upgrade and `Connection: Upgrade`;
+  // an upstream 101 turns the connection into a tunnel.
+  bool websocket = false;
 };
 
 Verdict evaluate_request(const PolicyView& policy, const CredentialSource& credentials,
-                         const ConnectionFacts& conn, const detail::MessageHead& request);
+                         const ConnectionFacts& conn, const detail::MessageHead& request,
+                         const Limits& limits = {});
 
 // The head sent to the sandbox for an upstream response: hop-by-hop headers removed, headers
-// holding any of `scrub_values` removed, framing restated. `close` adds Connection: close.
+// holding any of `scrub_values` (raw, percent-encoded or base64) removed, framing restated.
+// `close` adds Connection: close. A 101 (websocket) keeps Upgrade and says Connection: Upgrade.
 std::string render_response_head(const detail::MessageHead& response,
                                  const std::vector<std::string>& scrub_values, bool close);
 
@@ -65,7 +76,8 @@ std::string render_error_response(int status, const std::string& error, const st
                                   const std::string& request_id, bool close,
                                   const std::string& extra_headers = {});
 
-// "host[:port]" / "[v6]:port" → lower-case host and port (0 if absent). nullopt if malformed.
+// "host[:port]" / "[v6]:port" → canonical host and port (0 if absent), by the stages'
+// parse_host_port. nullopt if malformed.
 struct Authority {
   std::string host;
   uint16_t port = 0;

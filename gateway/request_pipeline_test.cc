@@ -43,9 +43,9 @@ class PipelineTest : public ::testing::Test {
     policy.profiles["default"] = {"api", "strict", "paste", "plain"};
     creds.put_secret("github-pat", "ghp_REALSECRET");
     creds.put_secret("strict-key", "sk_STRICT");
-    creds.put_token("cdn_pt_good", "tok1", "sb1", "github");
-    creds.put_token("cdn_pt_other_sandbox", "tok2", "sb2", "github");
-    creds.put_token("cdn_pt_strict", "tok3", "sb1", "strict");
+    creds.put_token(good, "tok1", "sb1", "github");
+    creds.put_token(other_sandbox, "tok2", "sb2", "github");
+    creds.put_token(strict_token, "tok3", "sb1", "strict");
     conn.sandbox = {"sb1", "default"};
     conn.host = "api.test";
     conn.port = 443;
@@ -72,6 +72,9 @@ class PipelineTest : public ::testing::Test {
     return "<none>";
   }
 
+  const std::string good = FakeCredentials::make_token("tok1");
+  const std::string other_sandbox = FakeCredentials::make_token("tok2");
+  const std::string strict_token = FakeCredentials::make_token("tok3");
   Limits limits;
   FakePolicy policy;
   FakeCredentials creds;
@@ -114,8 +117,13 @@ TEST_F(PipelineTest, HostMustMatchSniAndAbsoluteFormMustNameIt) {
   EXPECT_EQ(run("GET https://api.test/open/x HTTP/1.1\r\nHost: api.test\r\n\r\n").upstream_target,
             "/open/x");
   EXPECT_EQ(run("GET http://api.test/open/x HTTP/1.1\r\nHost: api.test\r\n\r\n").reason,
-            "absolute_form_scheme");
-  EXPECT_EQ(run("GET /open/ HTTP/1.1\r\nHost: api.test.\r\n\r\n").status, 400);
+            "scheme_mismatch");
+  // One trailing dot names the same host: canonicalized, and the upstream gets the canonical.
+  auto dot = run("GET /open/ HTTP/1.1\r\nHost: api.test.\r\n\r\n");
+  EXPECT_EQ(dot.status, 0) << dot.reason;
+  EXPECT_EQ(header(dot, "host"), "api.test");
+  EXPECT_EQ(run("GET /open/ HTTP/1.1\r\nHost: api.test..\r\n\r\n").status, 400);
+  EXPECT_EQ(run("GET /open/ HTTP/1.1\r\nHost: paste.test\r\n\r\n").status, 421);
   EXPECT_EQ(run("GET /open/ HTTP/1.1\r\nHost: api.test\r\nHost: api.test\r\n\r\n").status, 400);
   EXPECT_EQ(run("GET /open/ HTTP/1.1\r\n\r\n").status, 400);
 }
@@ -141,7 +149,7 @@ TEST_F(PipelineTest, SmugglingShapesThatReachThePipelineAreRefused) {
 
 TEST_F(PipelineTest, TokenSwapForBoundDestination) {
   auto v =
-      run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer cdn_pt_good\r\n\r\n");
+      run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer " + good + "\r\n\r\n");
   ASSERT_EQ(v.status, 0) << v.reason;
   EXPECT_EQ(header(v, "authorization"), "Bearer ghp_REALSECRET");
   EXPECT_EQ(v.token_id, "tok1");
@@ -149,33 +157,92 @@ TEST_F(PipelineTest, TokenSwapForBoundDestination) {
 
 TEST_F(PipelineTest, TokenMisuseRevokedAndRequired) {
   conn.host = "paste.test";
-  auto v = run("POST /p HTTP/1.1\r\nHost: paste.test\r\nX-Data: cdn_pt_good\r\n\r\n");
+  auto v = run("POST /p HTTP/1.1\r\nHost: paste.test\r\nX-Data: " + good + "\r\n\r\n");
   EXPECT_EQ(v.status, 403);
   EXPECT_EQ(v.reason, "token_misuse");
-  v = run("GET /p?t=cdn_pt_good HTTP/1.1\r\nHost: paste.test\r\n\r\n");
+  EXPECT_EQ(v.token_id, "tok1");
+  v = run("GET /p?t=" + good + " HTTP/1.1\r\nHost: paste.test\r\n\r\n");
+  EXPECT_EQ(v.reason, "token_misuse");
+  // A destination without a credential: a token in Authorization is misuse too.
+  v = run("GET /p HTTP/1.1\r\nHost: paste.test\r\nAuthorization: Bearer " + good + "\r\n\r\n");
   EXPECT_EQ(v.reason, "token_misuse");
   conn.host = "api.test";
-  v =
-      run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer "
-          "cdn_pt_other_sandbox\r\n\r\n");
-  EXPECT_EQ(v.reason, "token_misuse");
-  v = run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer cdn_pt_strict\r\n\r\n");
-  EXPECT_EQ(v.reason, "token_misuse");  // bound to another credential
-  creds.revoke("cdn_pt_good");
-  v = run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer cdn_pt_good\r\n\r\n");
+  v = run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer " + other_sandbox +
+          "\r\n\r\n");
+  EXPECT_EQ(v.status, 403);
+  EXPECT_EQ(v.reason, "token_refused");  // bound to another sandbox
+  v = run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer " + strict_token +
+          "\r\n\r\n");
+  EXPECT_EQ(v.reason, "token_misuse");  // bound to another credential (of another destination)
+  creds.revoke(good);
+  v = run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer " + good + "\r\n\r\n");
   EXPECT_EQ(v.reason, "token_inactive");
+  EXPECT_EQ(v.token_id, "tok1");
   conn.host = "strict.test";
   v = run("GET / HTTP/1.1\r\nHost: strict.test\r\n\r\n");
   EXPECT_EQ(v.reason, "token_required");
-  v = run("GET / HTTP/1.1\r\nHost: strict.test\r\nX-Api-Key: cdn_pt_strict\r\n\r\n");
+  v = run("GET / HTTP/1.1\r\nHost: strict.test\r\nX-Api-Key: " + strict_token + "\r\n\r\n");
   EXPECT_EQ(v.status, 0) << v.reason;
   EXPECT_EQ(header(v, "x-api-key"), "sk_STRICT");
+}
+
+// design.md §2 step 6: whatever route matched, the headers that ANY credential of the
+// destination sets are removed from the client's request; a token in one of them is misuse.
+TEST_F(PipelineTest, HeadersOfOtherRoutesCredentialsAreStrippedToo) {
+  CredentialSpec second{"second", "strict-key", "X-Api-Key", "{secret}", TokenMode::kOptional};
+  policy.destinations[0].routes.push_back({"second", true, {"PUT"}, "/second/", second});
+  auto v =
+      run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nX-Api-Key: client-own\r\n"
+          "x-api-key: again\r\n\r\n");
+  ASSERT_EQ(v.status, 0) << v.reason;
+  EXPECT_EQ(header(v, "x-api-key"), "<none>");
+  EXPECT_EQ(header(v, "authorization"), "Bearer ghp_REALSECRET");
+  // Route without any credential: both credential headers of the destination still go.
+  v =
+      run("GET /open/x HTTP/1.1\r\nHost: api.test\r\nX-Api-Key: k\r\nAuthorization: Bearer b\r\n"
+          "\r\n");
+  ASSERT_EQ(v.status, 0) << v.reason;
+  EXPECT_EQ(header(v, "x-api-key"), "<none>");
+  EXPECT_EQ(header(v, "authorization"), "<none>");
+  EXPECT_TRUE(v.credential_name.empty());
+  EXPECT_NE(std::find(v.dropped_trailers.begin(), v.dropped_trailers.end(), "x-api-key"),
+            v.dropped_trailers.end());
+  // A valid token for the route's credential, but sent in the other credential's header.
+  v = run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nX-Api-Key: " + good + "\r\n\r\n");
+  EXPECT_EQ(v.status, 403);
+  EXPECT_EQ(v.reason, "token_misuse");
+}
+
+TEST_F(PipelineTest, WebSocketUpgradeIsForwardedAndOtherUpgradesRefused) {
+  auto v = run(
+      "GET /repos/ws HTTP/1.1\r\nHost: api.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n");
+  ASSERT_EQ(v.status, 0) << v.reason;
+  EXPECT_TRUE(v.websocket);
+  EXPECT_EQ(header(v, "upgrade"), "websocket");
+  EXPECT_EQ(header(v, "connection"), "Upgrade");
+  EXPECT_EQ(header(v, "authorization"), "Bearer ghp_REALSECRET");  // checked and injected
+  EXPECT_EQ(header(v, "sec-websocket-key"), "dGhlIHNhbXBsZSBub25jZQ==");
+  v =
+      run("GET /repos/ws HTTP/1.1\r\nHost: api.test\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+          "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n");
+  EXPECT_EQ(v.status, 403);
+  EXPECT_EQ(v.reason, "upgrade_refused");
+  // A plain request never carries an Upgrade upstream.
+  v = run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\nUpgrade: websocket\r\n\r\n");
+  EXPECT_NE(v.status, 0);
+  // Denied by policy like any request.
+  v =
+      run("GET /admin HTTP/1.1\r\nHost: api.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+          "\r\n");
+  EXPECT_EQ(v.status, 403);
 }
 
 TEST_F(PipelineTest, PlaintextNeverGetsACredentialUnlessOptedIn) {
   conn.tls = false;
   conn.host.clear();
   conn.port = 80;
+  conn.original_destination = "203.0.113.5";
   auto v = run("GET / HTTP/1.1\r\nHost: plain.test\r\n\r\n");
   EXPECT_EQ(v.status, 403);
   EXPECT_EQ(v.reason, "credential_over_plaintext");
@@ -189,15 +256,16 @@ TEST_F(PipelineTest, PlaintextNeverGetsACredentialUnlessOptedIn) {
 
 TEST_F(PipelineTest, RenderedCredentialWithCrLfOrForbiddenHeaderIsRefused) {
   creds.put_secret("github-pat", "abc\r\nX-Evil: 1");
-  EXPECT_EQ(run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\n\r\n").reason,
-            "credential_value_invalid");
+  auto bad = run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\n\r\n");
+  EXPECT_EQ(bad.reason, "bad_rendered_value");
+  EXPECT_EQ(bad.status, 500);
   creds.put_secret("github-pat", "ok");
   policy.destinations[0].routes[1].credential->header = "Proxy-Authorization";
   EXPECT_EQ(run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\n\r\n").reason,
-            "credential_header_forbidden");
+            "forbidden_credential_header");
   policy.destinations[0].routes[1].credential->header = "Content-Length";
   EXPECT_EQ(run("GET /repos/x HTTP/1.1\r\nHost: api.test\r\n\r\n").reason,
-            "credential_header_forbidden");
+            "forbidden_credential_header");
 }
 
 TEST(ResponseHead, ScrubsSecretValuesAndHopByHop) {
@@ -214,6 +282,27 @@ TEST(ResponseHead, ScrubsSecretValuesAndHopByHop) {
   EXPECT_EQ(out.find("X-Private"), std::string::npos);
   EXPECT_NE(out.find("Content-Length: 3\r\n"), std::string::npos);
   EXPECT_NE(out.find("Content-Type: text/plain"), std::string::npos);
+  // Encoded echoes are found too (the credential stage's scrub).
+  h.headers = {{"X-B64", "Z2hwX1JFQUxTRUNSRVQ="}, {"X-Pct", "ghp%5FREALSECRET"}, {"X-Ok", "1"}};
+  out = render_response_head(h, {"ghp_REALSECRET"}, true);
+  EXPECT_EQ(out.find("X-B64"), std::string::npos) << out;
+  EXPECT_EQ(out.find("X-Pct"), std::string::npos) << out;
+  EXPECT_NE(out.find("X-Ok: 1\r\n"), std::string::npos);
+  EXPECT_NE(out.find("Connection: close\r\n"), std::string::npos);
+}
+
+TEST(ResponseHead, SwitchingProtocolsKeepsUpgrade) {
+  MessageHead h;
+  h.status = 101;
+  h.headers = {{"Upgrade", "websocket"},
+               {"Connection", "Upgrade"},
+               {"Sec-WebSocket-Accept", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="}};
+  std::string out = render_response_head(h, {}, true);
+  EXPECT_EQ(out.rfind("HTTP/1.1 101 Switching Protocols\r\n", 0), 0u) << out;
+  EXPECT_NE(out.find("Upgrade: websocket\r\n"), std::string::npos);
+  EXPECT_NE(out.find("Connection: Upgrade\r\n"), std::string::npos);
+  EXPECT_NE(out.find("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"), std::string::npos);
+  EXPECT_EQ(out.find("close"), std::string::npos);
 }
 
 TEST(ErrorResponse, IsSmallJson) {

@@ -284,7 +284,15 @@ std::optional<Connection> Policy::match_connection(std::string_view profile, std
   HostLookup r = lookup(p, prof, std::string_view(buf, n), port);
   if (r.destination == StringIndex::kMissing) return std::nullopt;
   const auto& d = p.destinations[r.destination];
-  return Connection{d.id, d.tls, d.plaintext};
+  Connection c{d.id, d.tls, d.plaintext, {}};
+  for (const auto& route : d.routes) {
+    if (route.credential == StringIndex::kMissing) continue;
+    std::string_view h = p.credentials[route.credential].header;
+    bool seen = false;
+    for (auto prev : c.credential_headers) seen = seen || prev == h;
+    if (!seen) c.credential_headers.push_back(h);
+  }
+  return c;
 }
 
 bool Policy::host_reachable(std::string_view profile, std::string_view host,

@@ -69,6 +69,10 @@ struct Connection {
   std::string_view destination;  // destination id
   TlsMode tls = TlsMode::kIntercept;
   Plaintext plaintext = Plaintext::kDeny;
+  // The header of every credential that some route of this destination injects (each name
+  // once, as written): the gateway strips them all from client requests whichever route
+  // matches (design.md §2 step 6). Views into the policy.
+  std::vector<std::string_view> credential_headers;
 };
 
 // A request as the gateway sees it after canonicalization.

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Step 6 of the main-job demo (scripts/demo.sh): the egress story, on this machine, with no
-# internet (design.md §6: never a packet toward the real network). It builds three network
-# namespaces, none with a route to the machine's interfaces:
-#   sandbox 192.0.2.2  --veth--  gateway 192.0.2.1 | 198.51.100.1  --veth--  internet 198.51.100.10
+# internet (design.md §6: never a packet toward the real network). Three network namespaces,
+# none with a route to the machine's interfaces:
+#   sandbox 10.200.x.2 --veth--  gateway 10.200.x.1 | 198.51.100.1  --veth--  internet 198.51.100.10
 # The "internet" holds a fake TLS upstream (its own test CA, made here with openssl) playing
-# api.github.com and api.anthropic.com; the gateway namespace runs `cordon serve` with a
-# transparent listener fed by nftables TPROXY; the sandbox runs scripts/demo/agent.sh, plain curl
-# with no proxy settings and no secrets. Then it shows the audit log and verifies its chain.
+# api.github.com and api.anthropic.com; the gateway namespace runs `cordon serve --steering
+# auto` (the tc eBPF program with bpf_sk_assign, or the nftables TPROXY fallback where the
+# kernel lacks it), and the sandbox is made by `cordon sandbox netns create`. The sandbox runs
+# scripts/demo/agent.sh: plain curl with no proxy settings and no secrets, names resolved by the
+# gateway's DNS responder. Then it shows the audit log and verifies its chain.
 # Exits non-zero when an expectation fails; removes everything it made, also on failure.
 # Usage (root): scripts/demo-egress.sh PATH/TO/cordon [PATH/TO/cordon-fake-upstream]
 set -euo pipefail
@@ -16,7 +18,7 @@ upstream_bin=${2:-$(dirname "$cordon")/../tests/tools/fake_upstream/cordon-fake-
 [ -x "$upstream_bin" ] || { echo "demo-egress: no fake upstream at $upstream_bin (build target cordon-fake-upstream)" >&2; exit 1; }
 upstream_bin=$(realpath "$upstream_bin")
 [ "$(id -u)" -eq 0 ] || { echo "demo-egress: needs root (network namespaces, nftables)" >&2; exit 1; }
-for t in ip nft curl openssl; do
+for t in ip nft curl openssl getent dig; do
   command -v "$t" >/dev/null || { echo "demo-egress: $t is not installed (scripts/install-deps.sh)" >&2; exit 1; }
 done
 
@@ -28,7 +30,9 @@ cleanup() {
   local rc=$?
   set +e  # clean up everything even if one step fails
   for pid in $serve_pid $upstream_pid; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
-  # Deleting a namespace removes its veths and its nft table with it.
+  # The sandbox first (its veth and program live in the gateway namespace), then the rest:
+  # deleting a namespace removes its veths, tc filters, rules and nft tables with it.
+  ip netns exec "$gw" "$cordon" sandbox netns delete "$sb" >/dev/null 2>&1
   for ns in "$sb" "$gw" "$inet"; do ip netns del "$ns" 2>/dev/null || true; done
   rm -rf "/etc/netns/$sb" "$tmp"
   rmdir /etc/netns 2>/dev/null  # only if the demo left it empty
@@ -49,25 +53,15 @@ export CORDON_HOME=$tmp/state
 pat=ghp_demo_REAL_github_pat_0123456789
 model_key=sk-ant-demo-REAL-model-key-9876543210
 
-bold "6a. A fake internet: three namespaces, no route out, a TLS upstream with its own CA"
-ip netns add "$sb"; ip netns add "$gw"; ip netns add "$inet"
-ip -n "$sb" link add v-sb type veth peer name v-gw-sb netns "$gw"
+bold "6a. A fake internet: gateway and internet namespaces, no route out, a TLS upstream with its own CA"
+ip netns add "$gw"; ip netns add "$inet"
 ip -n "$gw" link add v-gw-in type veth peer name v-in netns "$inet"
-ip -n "$sb" addr add 192.0.2.2/24 dev v-sb
-ip -n "$gw" addr add 192.0.2.1/24 dev v-gw-sb
 ip -n "$gw" addr add 198.51.100.1/24 dev v-gw-in
 ip -n "$inet" addr add 198.51.100.10/24 dev v-in
-for l in "$sb lo" "$sb v-sb" "$gw lo" "$gw v-gw-sb" "$gw v-gw-in" "$inet lo" "$inet v-in"; do
+for l in "$gw lo" "$gw v-gw-in" "$inet lo" "$inet v-in"; do
   set -- $l; ip -n "$1" link set "$2" up
 done
-ip -n "$sb" route add default via 192.0.2.1   # the sandbox's only way out is the gateway
-ip -n "$gw" rule add fwmark 0x1 lookup 100    # TPROXY'd packets are delivered locally
-ip -n "$gw" route add local 0.0.0.0/0 dev lo table 100
-# The sandbox's "DNS": every name answers some address; the gateway ignores it and resolves
-# the SNI itself (ip netns exec bind-mounts /etc/netns/NAME/hosts over /etc/hosts).
-mkdir -p "/etc/netns/$sb"
-printf '127.0.0.1 localhost\n203.0.113.7 api.github.com api.anthropic.com pastebin.com\n' >"/etc/netns/$sb/hosts"
-echo "   sandbox $sb (192.0.2.2) -> gateway $gw -> internet $inet (198.51.100.10)"
+echo "   gateway $gw (198.51.100.1) -> internet $inet (198.51.100.10)"
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj '/CN=demo internet CA' \
   -keyout "$tmp/up-ca.key" -out "$tmp/up-ca.pem" 2>/dev/null
@@ -87,15 +81,9 @@ bold "6b. The gateway: state, secrets in the vault, a sandbox, a proxy token, co
 "$cordon" init >"$tmp/init.log" 2>&1 || die "cordon init: $(cat "$tmp/init.log")"
 printf '%s' "$pat" | "$cordon" vault put github-pat --stdin >/dev/null 2>&1 || die "vault put github-pat"
 printf '%s' "$model_key" | "$cordon" vault put anthropic-api-key --stdin >/dev/null 2>&1 || die "vault put anthropic-api-key"
-"$cordon" sandbox register agent-1 --profile coding-agent --address 192.0.2.2 >/dev/null 2>&1 || die "sandbox register"
-token=$("$cordon" token issue --credential github --sandbox agent-1 --ttl 1h --note demo 2>"$tmp/token.err")
-token_id=$(sed -n 's/^issued token \([^ ]*\) .*/\1/p' "$tmp/token.err")
-[ -n "$token" ] && [ -n "$token_id" ] || die "token issue: $(cat "$tmp/token.err")"
 "$cordon" ca export >"$tmp/gateway-root.pem"
-echo "   vault: github-pat, anthropic-api-key; sandbox agent-1 = 192.0.2.2 (profile coding-agent)"
-echo "   agent holds: gateway root cert + proxy token ${token:0:10}… (id $token_id); no secret"
 ip netns exec "$gw" "$cordon" serve --rules "$here/demo/rules.yaml" \
-  --transparent-listen 127.0.0.1:15001 --admin-listen 127.0.0.1:15002 \
+  --transparent-listen 127.0.0.1:15001 --admin-listen 127.0.0.1:15002 --steering auto \
   --resolve api.github.com=198.51.100.10 --resolve api.anthropic.com=198.51.100.10 \
   --resolve pastebin.com=198.51.100.10 \
   --upstream-ca "$tmp/up-ca.pem" --no-system-trust --threads 2 2>"$tmp/serve.log" &
@@ -106,17 +94,19 @@ for _ in $(seq 50); do
   sleep 0.1
 done
 ip netns exec "$gw" curl -s --max-time 1 http://127.0.0.1:15002/healthz | grep -q ok || die "gateway not healthy"
-# Steer the sandbox's TCP 80/443, to whatever address, into the transparent listener; forward
-# nothing else (the gateway namespace never routes the sandbox's packets onward itself).
-cat >"$tmp/steer.nft" <<NFT
-table ip cordon_demo {
-  chain pre { type filter hook prerouting priority mangle;
-    iifname "v-gw-sb" meta l4proto tcp tcp dport { 80, 443 } tproxy to 127.0.0.1:15001 meta mark set 1 accept; }
-  chain forward_drop { type filter hook forward priority 0; iifname "v-gw-sb" drop; }
-}
-NFT
-ip netns exec "$gw" nft -f "$tmp/steer.nft"
-echo "   cordon serve (transparent, TPROXY :443 -> 127.0.0.1:15001) is up, pid $serve_pid"
+mode=$(sed -n 's/^cordon: steering \([^;]*\);.*/\1/p' "$tmp/serve.log")
+echo "   cordon serve is up (pid $serve_pid), steering: $mode"
+# The sandbox: namespace, veth, pool address, the steering program on its host side (asked of
+# serve over its control socket), and the vault registration; its resolv.conf names the gateway.
+ip netns exec "$gw" "$cordon" sandbox netns create "$sb" --profile coding-agent \
+  >"$tmp/sandbox.json" 2>"$tmp/sandbox.err" || die "sandbox netns create: $(cat "$tmp/sandbox.err")"
+sed 's/^/   /' "$tmp/sandbox.err"
+sb_addr=$(sed -n 's/.*"address":"\([0-9.]*\)".*/\1/p' "$tmp/sandbox.json")
+token=$("$cordon" token issue --credential github --sandbox "$sb" --ttl 1h --note demo 2>"$tmp/token.err")
+token_id=$(sed -n 's/^issued token \([^ ]*\) .*/\1/p' "$tmp/token.err")
+[ -n "$token" ] && [ -n "$token_id" ] || die "token issue: $(cat "$tmp/token.err")"
+echo "   vault: github-pat, anthropic-api-key; sandbox $sb = $sb_addr (profile coding-agent)"
+echo "   agent holds: gateway root cert + proxy token ${token:0:10}… (id $token_id); no secret"
 
 mkdir -p "$tmp/agent"
 agent() {  # agent ACTION: runs the agent in the sandbox, prints its one-line result
@@ -158,7 +148,7 @@ n=$(upstream_count); r=$(agent upload); echo "   agent got: $r"
 expect_code 403 "$r" "file upload"; [ "$(upstream_count)" = "$n" ] || die "the upload reached the upstream"
 ok "refused by rule no-file-upload"
 
-echo "6) https://pastebin.com/ (a host in no destination of the profile)"
+echo "6) https://pastebin.com/ (a host in no destination of the profile), at a hard-coded address"
 n=$(upstream_count); r=$(agent other-host); echo "   agent got: $r"
 [ "$r" = "HTTP 000" ] || [ "$r" = "HTTP 403" ] || die "pastebin.com: expected a refusal, got '$r'"
 [ "$(upstream_count)" = "$n" ] || die "the pastebin request reached the upstream"
@@ -177,18 +167,53 @@ n=$(upstream_count); r=$(agent github); echo "   agent got: $r"
 expect_code 403 "$r" "revoked token"; [ "$(upstream_count)" = "$n" ] || die "a revoked token was accepted"
 ok "the running gateway refused the revoked token at once"
 
-bold "6d. Did any secret reach the sandbox?"
+bold "6d. DNS: the gateway is the sandbox's only resolver"
+r=$(agent dns-allowed); echo "   api.github.com -> $r"
+[ "$r" = "198.18.0.1" ] || die "an allowed name should resolve to the synthetic 198.18.0.1, got '$r'"
+ok "an allowed name gets a synthetic address (the gateway resolves the real one itself)"
+r=$(agent dns-unlisted); echo "   pastebin.com -> $r"
+[ "$r" = "NXDOMAIN" ] || die "an unlisted name should be NXDOMAIN, got '$r'"
+r=$(agent dns-txt); echo "   TXT api.github.com -> $r"
+[ "$r" = "REFUSED" ] || die "a TXT query should be REFUSED, got '$r'"
+r=$(agent dns-tunnel); echo "   nbswy3dpeb3w64tmmqqgc3dfmfzw2ylt.api.github.com -> $r"
+[ "$r" = "REFUSED" ] || die "a tunnelling-shaped name should be REFUSED, got '$r'"
+r=$(agent dns-outside); echo "   pastebin.com asked of 198.51.100.10:53 directly -> $r"
+[ "$r" = "NXDOMAIN" ] || die "a query to an outside resolver should be answered by the gateway, got '$r'"
+ok "unlisted names, TXT and tunnelling shapes are refused; an outside resolver is unreachable"
+
+bold "6e. Everything else is dropped at the sandbox's interface, counted and audited"
+r=$(agent port-8443); echo "   curl https://198.51.100.10:8443/ -> $r"
+[ "$r" = "HTTP 000" ] || die "TCP 8443 should not connect, got '$r'"
+r=$(agent udp-443); echo "   UDP 443 (QUIC) to 198.51.100.10 -> $r"
+r=$(agent ping); echo "   ping 198.51.100.10 -> $r"
+[ "$r" = "no reply" ] || die "ICMP should be dropped, got '$r'"
+ip netns exec "$gw" "$cordon" sandbox netns list >"$tmp/steering.json" 2>&1 || die "sandbox netns list"
+grep -o '"drop_[a-z_]*":[1-9][0-9]*' "$tmp/steering.json" | sed 's/^/   counter /' || true
+for _ in $(seq 30); do
+  [ "$(grep -c '"event":"egress_dropped"' "$CORDON_HOME/audit/audit.jsonl")" -ge 3 ] && break; sleep 0.1
+done
+grep '"event":"egress_dropped"' "$CORDON_HOME/audit/audit.jsonl" | grep -q '"port":8443' || die "no egress_dropped line for TCP 8443"
+grep '"event":"egress_dropped"' "$CORDON_HOME/audit/audit.jsonl" | grep -q '"protocol":"udp"' || die "no egress_dropped line for UDP 443"
+ok "TCP 8443, UDP 443 and ICMP never left the sandbox's interface; each is an egress_dropped line"
+
+bold "6f. Did any secret reach the sandbox?"
 if grep -rqF -e "$pat" -e "$model_key" "$tmp/agent"; then die "a real secret is in what the agent saw"; fi
 ok "neither the PAT nor the model key appears in anything the agent received ($(ls "$tmp/agent" | wc -l) files)"
 grep -qF -e "$pat" -e "$model_key" "$CORDON_HOME/audit/audit.jsonl" && die "a secret is in the audit log"
 ok "nor in the audit log"
 
-bold "6e. Stop the gateway; the audit log of what happened, and its chain"
+bold "6g. Stop the gateway: the sandbox stays closed"
 kill -TERM "$serve_pid"; wait "$serve_pid" || die "cordon serve exited with $?"
 serve_pid=""
+r=$(agent model); echo "   with the gateway stopped, the agent got: $r"
+[ "$r" = "HTTP 000" ] || die "with the gateway stopped nothing may pass, got '$r'"
+ok "fail closed: the program stays on the interface, the gateway's sockets are gone"
+ip netns exec "$gw" "$cordon" sandbox netns delete "$sb" 2>&1 | grep -v '^note:' | sed 's/^/   /'
+
+bold "6h. The audit log of what happened, and its chain"
 echo '$ cordon audit query'
 "$cordon" audit query 2>&1 | sed 's/^/   /'
 echo '$ cordon audit verify'
 "$cordon" audit verify >"$tmp/verify.out" 2>&1 || { sed 's/^/   /' "$tmp/verify.out"; die "audit verify failed"; }
 sed 's/^/   /' "$tmp/verify.out"
-ok "egress demo passed (transparent mode: TPROXY, no proxy settings in the sandbox)"
+ok "egress demo passed (steering: $mode; no proxy settings in the sandbox)"

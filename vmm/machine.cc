@@ -1,11 +1,14 @@
 // Machine: the KVM VM, its vCPU threads and devices (see vmm.h). vCPU threads are kicked out of
 // KVM_RUN with a signal plus kvm_run.immediate_exit (set before the signal, cleared before the
 // flags are re-checked, so a kick can never be lost between the check and KVM_RUN).
+#include <fcntl.h>
 #include <grp.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -15,10 +18,11 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
-#include "common/crypto.h"
 #include "common/file_io.h"
 #include "vmm/arch/x86_64/acpi.h"
 #include "vmm/arch/x86_64/boot.h"
@@ -38,6 +42,8 @@
 #include "vmm/limits.h"
 #include "vmm/seccomp.h"
 #include "vmm/snapshot/bytes.h"
+#include "vmm/snapshot/checksum.h"
+#include "vmm/snapshot/entropy.h"
 #include "vmm/vmm.h"
 
 namespace cordon::vmm {
@@ -59,13 +65,51 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kStateMagic = 0x4D56444F44524F43ull;  // "CORDODVM"
-constexpr uint32_t kStateVersion = 1;
+constexpr uint32_t kStateVersion = 2;                    // 2: CRC-64 trailer (was SHA-256)
+constexpr size_t kStateChecksumBytes = 8;
 constexpr uint32_t kMsrTsc = 0x10;
 constexpr uint32_t kMsrTscDeadline = 0x6E0;
 
 int kick_signal() {
   return SIGRTMIN + 1;
 }
+
+// A kernel or initrd file mapped read-only and pre-faulted (MAP_POPULATE): the loader copies it
+// into guest RAM straight from the page cache. Reading it into a growing string first cost a
+// second and a half of the set-up time in the nested boot test (tests/nested/), where every copy
+// and page fault of the monitor is emulated.
+class MappedFile {
+ public:
+  static Result<MappedFile> open(const std::string& path) {
+    kvm::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) return fail("cannot open " + path + ": " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0)
+      return fail("cannot stat " + path + ": " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) return fail(path + " is not a regular file");
+    MappedFile f;
+    f.size_ = static_cast<size_t>(st.st_size);
+    if (f.size_ == 0) return f;
+    // PROT_READ + MAP_PRIVATE: the monitor never writes through it, and a file changed later
+    // cannot change what was loaded (the copy into guest RAM happens before the guest runs).
+    void* p = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd.get(), 0);
+    if (p == MAP_FAILED) return fail("cannot map " + path + ": " + std::strerror(errno));
+    f.data_ = static_cast<const char*>(p);
+    return f;
+  }
+  MappedFile() = default;
+  MappedFile(MappedFile&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  MappedFile& operator=(MappedFile&&) = delete;
+  ~MappedFile() {
+    if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
+  }
+  std::string_view view() const { return {data_ == nullptr ? "" : data_, size_}; }
+
+ private:
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 void install_kick_handler() {
   static std::once_flag once;
@@ -100,14 +144,25 @@ struct HostId {
 
 class MachineImpl : public Machine {
  public:
-  ~MachineImpl() override { stop(); }
+  ~MachineImpl() override {
+    (void)join_memslot();  // a failed create/restore may leave the helper running
+    stop();
+  }
 
   Status init_kvm(uint64_t mem_bytes, int vcpus, GuestMemory mem);
   Status init_devices(const VmConfig& cfg, const std::string& vsock_path, const std::string& tap);
   Status boot_setup(const VmConfig& cfg);
   Status restore_state(const std::string& state, const RestoreOptions& opts);
   Status spawn_threads();
+  // Waits for the memslot registration that init_kvm started on a helper thread.
+  Status join_memslot() {
+    if (memslot_thread_.joinable()) memslot_thread_.join();
+    return memslot_status_;
+  }
   void probe_host_kind() { (void)host_kind(); }
+  uint64_t guest_memory_bytes() const { return mem_.size(); }
+  uint32_t vcpu_count() const { return static_cast<uint32_t>(vcpus_.size()); }
+  Status map_snapshot_memory(const std::string& path);
 
   Status start() override;
   Status pause() override;
@@ -146,6 +201,8 @@ class MachineImpl : public Machine {
   kvm::Kvm kvm_;
   kvm::Vm vm_;
   GuestMemory mem_;
+  std::thread memslot_thread_;  // KVM_SET_USER_MEMORY_REGION, overlapped with the rest of set-up
+  Status memslot_status_;
   std::vector<kvm::Vcpu> vcpus_;
   std::vector<std::thread> threads_;
   std::vector<pthread_t> thread_ids_;
@@ -155,6 +212,7 @@ class MachineImpl : public Machine {
   devices::EventLoop events_;  // before the devices: they unregister from it when destroyed
   devices::Bus pio_, mmio_;
   std::shared_ptr<devices::Serial> serial_;
+  std::shared_ptr<snapshot::EntropyMailbox> entropy_;  // fresh seed on boot and on every restore
   std::vector<std::shared_ptr<virtio::MmioTransport>> transports_;
   std::vector<std::string> transport_kinds_;
 
@@ -185,6 +243,7 @@ class MachineImpl : public Machine {
 
  public:
   std::string restored_from_;  // snapshot directory this machine was restored from
+  bool prepared_ = false;      // from prepare(): VM without devices, only for restore()
 };
 
 Status MachineImpl::init_kvm(uint64_t mem_bytes, int vcpus, GuestMemory mem) {
@@ -195,12 +254,21 @@ Status MachineImpl::init_kvm(uint64_t mem_bytes, int vcpus, GuestMemory mem) {
   auto vm = kvm::Vm::create(kvm_);
   if (!vm) return fail(vm.error());
   vm_ = std::move(*vm);
+  mem_ = std::move(mem);
+  (void)mem_bytes;
+  // KVM_SET_USER_MEMORY_REGION sleeps for an SRCU grace period of kvm->srcu, KVM_CREATE_IRQCHIP
+  // for one of kvm->irq_srcu and KVM_CREATE_PIT2 for a kthread: CPU-idle waits of 1 to 12 ms each
+  // on a loaded host, and most of the wall time of set-up and restore (bench/vmm, BM_KvmKernel*).
+  // The memslot takes other locks and another SRCU domain than the irqchip, so it is registered
+  // on a helper thread while this thread creates the irqchip, PIT and vCPUs and fills guest RAM;
+  // join_memslot() waits for it before anything reads guest memory through KVM (MSRs such as
+  // kvmclock's, KVM_RUN).
+  memslot_thread_ = std::thread([this] {
+    memslot_status_ = vm_.set_user_memory_region(0, 0, mem_.size(), mem_.host_base());
+  });
   if (auto st = vm_.set_tss_addr(arch::kTssAddr); !st) return st;
   if (auto st = vm_.create_irqchip(); !st) return st;  // before any vCPU exists
   if (auto st = vm_.create_pit2(); !st) return st;
-  mem_ = std::move(mem);
-  (void)mem_bytes;
-  if (auto st = vm_.set_user_memory_region(0, 0, mem_.size(), mem_.host_base()); !st) return st;
   auto cpuid = kvm_.supported_cpuid();
   if (!cpuid) return fail(cpuid.error());
   supported_cpuid_ = std::move(*cpuid);
@@ -237,6 +305,9 @@ Status MachineImpl::init_devices(const VmConfig& cfg, const std::string& vsock_p
               std::lock_guard lock(mu_);
               if (boot_ms_ < 0) boot_ms_ = ms_since(t0_);
             }));
+  entropy_ = std::make_shared<snapshot::EntropyMailbox>();
+  if (auto st = entropy_->refresh(/*restored=*/false); !st) return st;
+  mmio_.add(arch::kEntropyMailboxAddr, arch::kEntropyMailboxBytes, entropy_);
   auto add_virtio = [&](std::unique_ptr<virtio::Device> dev, const std::string& kind) {
     int slot = static_cast<int>(transports_.size());
     uint32_t gsi = arch::virtio_gsi(slot);
@@ -271,16 +342,18 @@ Status MachineImpl::init_devices(const VmConfig& cfg, const std::string& vsock_p
 }
 
 Status MachineImpl::boot_setup(const VmConfig& cfg) {
-  auto image = read_file(cfg.kernel_path);
+  auto image = MappedFile::open(cfg.kernel_path);
   if (!image) return fail(with_context("kernel " + cfg.kernel_path, image.error()).error);
-  auto kernel = arch::load_kernel(mem_, *image);
+  auto kernel = arch::load_kernel(mem_, image->view());
   if (!kernel) return fail(with_context(cfg.kernel_path, kernel.error()).error);
   arch::BootConfig boot;
   boot.cmdline = cfg.cmdline;
+  std::optional<MappedFile> initrd;  // mapped until the loader has copied it
   if (!cfg.initrd_path.empty()) {
-    auto initrd = read_file(cfg.initrd_path);
-    if (!initrd) return fail(with_context("initrd " + cfg.initrd_path, initrd.error()).error);
-    boot.initrd = std::move(*initrd);
+    auto mapped = MappedFile::open(cfg.initrd_path);
+    if (!mapped) return fail(with_context("initrd " + cfg.initrd_path, mapped.error()).error);
+    initrd.emplace(std::move(*mapped));
+    boot.initrd = initrd->view();
   }
   if (cfg.acpi) {
     std::vector<arch::AcpiVirtioSlot> slots;
@@ -294,6 +367,7 @@ Status MachineImpl::boot_setup(const VmConfig& cfg) {
   if (auto st = arch::write_boot_info(mem_, *kernel, boot); !st) return st;
   if (auto st = arch::write_page_tables(mem_); !st) return st;
   if (auto st = arch::write_gdt(mem_); !st) return st;
+  if (auto st = join_memslot(); !st) return st;
   for (size_t i = 0; i < vcpus_.size(); ++i) {
     auto cpuid = arch::normalize_cpuid(supported_cpuid_, static_cast<uint32_t>(i),
                                        static_cast<uint32_t>(vcpus_.size()));
@@ -324,6 +398,7 @@ Status MachineImpl::spawn_threads() {
 Status MachineImpl::start() {
   {
     std::lock_guard lock(mu_);
+    if (prepared_) return fail("a prepared machine runs only after a restore into it");
     if (released_) return fail("machine already started");
     if (stop_requested_) return fail("machine is stopped");
     released_ = true;
@@ -671,9 +746,31 @@ Status MachineImpl::snapshot(const std::string& dir) {
     w.blob(transports_[i]->save_state());
   }
   std::string body = w.take();
-  body += sha256(body);  // integrity check of the state file
+  snapshot::Writer crc;  // integrity check of the state file (snapshot/checksum.h)
+  crc.u64(snapshot::crc64(body));
+  body += crc.data();
   if (auto st = mem_.save_to_file(dir + "/memory"); !st) return st;
   return write_file_atomic(dir + "/state", body, 0600);
+}
+
+// Maps a snapshot's memory file MAP_PRIVATE over the placeholder RAM of a prepared machine, at
+// the same host address, so the memslot KVM already has keeps pointing at guest RAM. Sound
+// because no vCPU has run: KVM holds no mapping of the placeholder pages, and the MMU notifier
+// that MAP_FIXED triggers drops anything it might have. Clean pages stay shared with every other
+// clone of the snapshot, as with the mapping restore() makes.
+Status MachineImpl::map_snapshot_memory(const std::string& path) {
+  kvm::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return fail("open " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return fail("fstat " + path + ": " + std::strerror(errno));
+  if (static_cast<uint64_t>(st.st_size) != mem_.size())
+    return fail(path + ": memory file is " + std::to_string(st.st_size) + " bytes, expected " +
+                std::to_string(mem_.size()));
+  void* p = ::mmap(mem_.host_base(), mem_.size(), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_NORESERVE | MAP_FIXED, fd.get(), 0);
+  if (p == MAP_FAILED) return fail("mmap " + path + ": " + std::strerror(errno));
+  ::madvise(p, mem_.size(), MADV_DONTDUMP);
+  return {};
 }
 
 Status MachineImpl::restore_state(const std::string& state, const RestoreOptions& opts) {
@@ -728,6 +825,7 @@ Status MachineImpl::restore_state(const std::string& state, const RestoreOptions
   if (auto st = vm_.set_clock(clock); !st) return st;
   for (auto& c : chips)
     if (auto st = vm_.set_irqchip(c); !st) return st;
+  if (auto st = join_memslot(); !st) return st;  // kvmclock MSRs point into guest RAM
   for (auto& v : vcpus_) {
     std::string blob = r.blob();
     if (!r.ok()) return fail("snapshot state truncated (vCPU)");
@@ -747,7 +845,8 @@ Status MachineImpl::restore_state(const std::string& state, const RestoreOptions
       return fail(with_context("device " + kind, st.error()).error);
   }
   if (!r.at_end()) return fail("snapshot state has trailing bytes");
-  return {};
+  // Before any vCPU of this clone runs: a new generation id and seed (snapshot/entropy.h).
+  return entropy_->refresh(/*restored=*/true);
 }
 
 }  // namespace
@@ -766,6 +865,7 @@ Result<std::unique_ptr<Machine>> Machine::create(const VmConfig& config) {
   if (auto st = m->init_devices(config, config.vsock_uds_path, config.tap_name); !st)
     return fail(st.error());
   if (auto st = m->boot_setup(config); !st) return fail(st.error());
+  if (auto st = m->join_memslot(); !st) return fail(st.error());
   if (!config.run_as_user.empty()) {
     m->probe_host_kind();  // needs /dev/kvm access: probe while still privileged
     if (auto st = drop_privileges(config.run_as_user); !st) return fail(st.error());
@@ -774,26 +874,67 @@ Result<std::unique_ptr<Machine>> Machine::create(const VmConfig& config) {
   return std::unique_ptr<Machine>(std::move(m));
 }
 
+namespace {
+
+struct LoadedState {
+  std::string body;  // without the checksum trailer
+  uint64_t mem_bytes = 0;
+  uint32_t vcpus = 0;
+};
+
+// Reads and checks <dir>/state: size, magic and version, CRC-64; returns the parts restore needs
+// before it can build the VM.
+Result<LoadedState> load_state(const std::string& dir) {
+  auto state = read_file(dir + "/state");
+  if (!state) return fail(state.error());
+  if (state->size() < kStateChecksumBytes || state->size() > kMaxSnapshotStateBytes)
+    return fail(dir + "/state: bad size");
+  // Magic and version first: a snapshot of another format fails with that, not a checksum error.
+  snapshot::Reader head(*state);
+  if (head.u64() != kStateMagic || head.u32() != kStateVersion)
+    return fail(dir + "/state: not a cordon-vmm snapshot v" + std::to_string(kStateVersion));
+  std::string body = state->substr(0, state->size() - kStateChecksumBytes);
+  if (snapshot::Reader(std::string_view(*state).substr(body.size())).u64() != snapshot::crc64(body))
+    return fail(dir + "/state: checksum mismatch");
+  snapshot::Reader r(body);
+  if (r.u64() != kStateMagic || r.u32() != kStateVersion)
+    return fail(dir + "/state: not a cordon-vmm snapshot v" + std::to_string(kStateVersion));
+  r.blob();
+  r.blob();
+  r.u32();
+  LoadedState out;
+  out.mem_bytes = r.u64();
+  out.vcpus = r.u32();
+  if (!r.ok()) return fail(dir + "/state: truncated");
+  out.body = std::move(body);
+  return out;
+}
+
+// The steps after the VM exists: devices and state, entropy, user switch, threads; left paused.
+Result<std::unique_ptr<Machine>> finish_restore(std::unique_ptr<MachineImpl> m,
+                                                const std::string& dir, const std::string& body,
+                                                const RestoreOptions& opts) {
+  if (auto st = m->restore_state(body, opts); !st) return fail(with_context(dir, st.error()).error);
+  if (auto st = m->join_memslot(); !st) return fail(st.error());
+  if (!opts.run_as_user.empty()) {
+    if (auto st = drop_privileges(opts.run_as_user); !st) return fail(st.error());
+  }
+  if (auto st = m->spawn_threads(); !st) return fail(st.error());
+  if (auto st = m->pause(); !st) return fail(st.error());  // runs on resume()
+  if (auto st = m->start(); !st) return fail(st.error());
+  return std::unique_ptr<Machine>(std::move(m));
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Machine>> Machine::restore(const std::string& dir,
                                                   const RestoreOptions& opts) {
   install_kick_handler();
   auto m = std::make_unique<MachineImpl>();
-  auto state = read_file(dir + "/state");
-  if (!state) return fail(state.error());
-  if (state->size() < 32 || state->size() > kMaxSnapshotStateBytes)
-    return fail(dir + "/state: bad size");
-  std::string body = state->substr(0, state->size() - 32);
-  if (sha256(body) != state->substr(state->size() - 32))
-    return fail(dir + "/state: checksum mismatch");
-  snapshot::Reader r(body);
-  if (r.u64() != kStateMagic || r.u32() != kStateVersion)
-    return fail(dir + "/state: not a cordon-vmm snapshot v1");
-  r.blob();
-  r.blob();
-  r.u32();
-  uint64_t mem_bytes = r.u64();
-  uint32_t vcpus = r.u32();
-  if (!r.ok()) return fail(dir + "/state: truncated");
+  auto loaded = load_state(dir);
+  if (!loaded) return fail(loaded.error());
+  const uint64_t mem_bytes = loaded->mem_bytes;
+  const uint32_t vcpus = loaded->vcpus;
   m->serial_fd_ = opts.serial_fd;
   m->capture_ = opts.capture_serial;
   m->seccomp_ = opts.seccomp;
@@ -802,14 +943,41 @@ Result<std::unique_ptr<Machine>> Machine::restore(const std::string& dir,
   if (!mem) return fail(mem.error());
   if (auto st = m->init_kvm(mem_bytes, static_cast<int>(vcpus), std::move(*mem)); !st)
     return fail(st.error());
-  if (auto st = m->restore_state(body, opts); !st) return fail(with_context(dir, st.error()).error);
-  if (!opts.run_as_user.empty()) {
-    if (auto st = drop_privileges(opts.run_as_user); !st) return fail(st.error());
-  }
-  if (auto st = m->spawn_threads(); !st) return fail(st.error());
-  if (auto st = m->pause(); !st) return fail(st.error());  // runs on resume()
-  if (auto st = m->start(); !st) return fail(st.error());
+  return finish_restore(std::move(m), dir, loaded->body, opts);
+}
+
+Result<std::unique_ptr<Machine>> Machine::prepare(uint64_t mem_bytes, int vcpus) {
+  install_kick_handler();
+  auto m = std::make_unique<MachineImpl>();
+  m->prepared_ = true;
+  // A memfd that is never written: the snapshot's file replaces the mapping before any use.
+  auto mem = GuestMemory::create_memfd(mem_bytes);
+  if (!mem) return fail(mem.error());
+  if (auto st = m->init_kvm(mem_bytes, vcpus, std::move(*mem)); !st) return fail(st.error());
+  if (auto st = m->join_memslot(); !st) return fail(st.error());
   return std::unique_ptr<Machine>(std::move(m));
+}
+
+Result<std::unique_ptr<Machine>> Machine::restore(const std::string& dir,
+                                                  const RestoreOptions& opts,
+                                                  std::unique_ptr<Machine> prepared) {
+  auto* raw = dynamic_cast<MachineImpl*>(prepared.get());
+  if (raw == nullptr || !raw->prepared_) return fail("restore: not a machine from prepare()");
+  std::unique_ptr<MachineImpl> m(static_cast<MachineImpl*>(prepared.release()));
+  auto loaded = load_state(dir);
+  if (!loaded) return fail(loaded.error());
+  if (loaded->mem_bytes != m->guest_memory_bytes() || loaded->vcpus != m->vcpu_count())
+    return fail(dir + ": snapshot has " + std::to_string(loaded->mem_bytes >> 20) + " MiB and " +
+                std::to_string(loaded->vcpus) + " vCPUs, the prepared machine " +
+                std::to_string(m->guest_memory_bytes() >> 20) + " MiB and " +
+                std::to_string(m->vcpu_count()));
+  if (auto st = m->map_snapshot_memory(dir + "/memory"); !st) return fail(st.error());
+  m->prepared_ = false;
+  m->serial_fd_ = opts.serial_fd;
+  m->capture_ = opts.capture_serial;
+  m->seccomp_ = opts.seccomp;
+  m->restored_from_ = dir;
+  return finish_restore(std::move(m), dir, loaded->body, opts);
 }
 
 }  // namespace cordon::vmm

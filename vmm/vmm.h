@@ -3,6 +3,20 @@
 // threads, the legacy devices, the virtio-mmio devices and the event thread that serves their
 // host backends. Trusts: the host configuration and snapshot files (they come from cordon itself);
 // never the guest: everything the guest writes (registers, rings, packets) is validated.
+//
+// Entropy on restore (clones must not share RNG state): every boot and every restore puts a new
+// 16-byte generation id and a fresh 64-byte seed from the host's getrandom() in the entropy
+// mailbox, an MMIO page at 0xC0FFF000 (layout and registers in vmm/snapshot/entropy.h), before
+// any vCPU runs. The seed never lives in guest RAM, so no snapshot carries it. What the guest
+// agent must do: at start and whenever the generation id differs from the one it last saw (it
+// checks first thing after its snapshot request returns), read the seed, ioctl(RNDADDENTROPY)
+// it into the kernel (512 bits credited), ioctl(RNDRESEEDCRNG), write 1 to the ACK register
+// (the seed then reads as zeros) and only then thaw user code; snapshots are taken only while
+// user code is frozen. User-space PRNGs seeded before the snapshot must be told or restarted.
+//
+// Where set-up and restore time goes on this host (bench/vmm): KVM_SET_USER_MEMORY_REGION and
+// KVM_CREATE_IRQCHIP sleep for SRCU grace periods and KVM_CREATE_PIT2 for a kthread, off-CPU
+// waits that dominate the wall time; the memslot is registered on a helper thread to overlap them.
 #pragma once
 
 #include <chrono>
@@ -72,9 +86,21 @@ class Machine {
 
   static Result<std::unique_ptr<Machine>> create(const VmConfig& config);
   // Restores from a snapshot directory written by snapshot(): state + memory (mapped MAP_PRIVATE).
-  // The machine is left paused; resume() runs it.
+  // A new entropy generation and seed are in place before it returns (see above). The machine is
+  // left paused; resume() runs it.
   static Result<std::unique_ptr<Machine>> restore(const std::string& snapshot_dir,
                                                   const RestoreOptions& options);
+  // A VM made ahead of time for a later restore: KVM VM, irqchip, PIT, vCPUs and a memslot over
+  // placeholder memory of `mem_bytes` (never touched, so it costs no RAM). A pool of these takes
+  // KVM's VM-creation waits (SRCU grace periods, the PIT kthread) off the restore path. It cannot
+  // run by itself: pass it to the restore() below.
+  static Result<std::unique_ptr<Machine>> prepare(uint64_t mem_bytes, int vcpus);
+  // restore() into a machine from prepare() with the snapshot's memory size and vCPU count: the
+  // snapshot's memory file is mapped over the placeholder (MAP_FIXED, MAP_PRIVATE), then the same
+  // steps as above. `prepared` is consumed either way.
+  static Result<std::unique_ptr<Machine>> restore(const std::string& snapshot_dir,
+                                                  const RestoreOptions& options,
+                                                  std::unique_ptr<Machine> prepared);
 
   virtual Status start() = 0;  // releases the vCPU threads
   virtual Status pause() = 0;  // all vCPUs out of KVM_RUN, device threads quiet

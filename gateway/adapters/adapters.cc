@@ -50,6 +50,7 @@ class PolicyAdapter final : public PolicyView {
     d.id = std::string(c->destination);
     d.tls = tls_of(c->tls);
     d.plaintext_credentials = c->plaintext == policy::Plaintext::kAllowWithCredentials;
+    d.credential_headers.assign(c->credential_headers.begin(), c->credential_headers.end());
     return d;
   }
 
@@ -102,6 +103,7 @@ class WriterSink final : public AuditSink {
     if (!seq) return fail(seq.error());
     return {};
   }
+  Status health() const override { return w_->health(); }
 
  private:
   std::shared_ptr<audit::Writer> w_;
@@ -133,11 +135,6 @@ class VaultCredentials final : public CredentialSource {
     auto s = v_->secret(name);
     if (!s) return fail(s.error());
     return std::string((*s)->view());
-  }
-  bool looks_like_token(std::string_view w) const override {
-    // "cdn_<id>_<43 base64url chars>" (vault.h); anything with the prefix counts, so that a
-    // truncated or altered token is still never forwarded.
-    return w.size() >= 8 && w.substr(0, 4) == "cdn_";
   }
   std::optional<TokenInfo> lookup_token(std::string_view token,
                                         std::string_view sandbox_id) const override {

@@ -69,14 +69,20 @@ TEST(PolicyAdapter, DestinationsDecisionsAndPaths) {
   EXPECT_FALSE(v->address_denied("192.0.2.10"));
 }
 
-TEST(PolicyAdapter, WholePipelineWithRealPolicy) {
-  auto v = view();
-  testing::FakeCredentials creds;
-  creds.put_secret("key", "real-key-value");
+// Sandbox "sb" of profile "p", intercepted TLS to api.example.com:443.
+ConnectionFacts api_connection() {
   ConnectionFacts conn;
   conn.sandbox = {"sb", "p"};
   conn.host = "api.example.com";
   conn.port = 443;
+  return conn;
+}
+
+TEST(PolicyAdapter, WholePipelineWithRealPolicy) {
+  auto v = view();
+  testing::FakeCredentials creds;
+  creds.put_secret("key", "real-key-value");
+  ConnectionFacts conn = api_connection();
   detail::MessageHead h;
   h.method = "GET";
   h.target = "/repos/x";
@@ -86,6 +92,68 @@ TEST(PolicyAdapter, WholePipelineWithRealPolicy) {
   std::string head = render_request_head(h, out);
   EXPECT_NE(head.find("X-Key: real-key-value\r\n"), std::string::npos) << head;
   EXPECT_EQ(head.find("client"), std::string::npos);
+}
+
+// The known gap (design.md §2 step 6): the headers of EVERY credential of the destination are
+// stripped, whichever route matched, also with the real policy behind the port.
+constexpr std::string_view kTwoCredentialRules = R"(
+version: 1
+credentials:
+  - {name: gh, secret: gh-pat, inject: {header: Authorization, format: "Bearer {secret}"}, token: optional}
+  - {name: k, secret: key, inject: {header: X-Key}, token: optional}
+destinations:
+  - id: api
+    hosts: [api.example.com]
+    routes:
+      - {id: open, methods: [GET], path: {prefix: /open/}}
+      - {id: keyed, methods: [GET], path: {prefix: /k/}, credential: k}
+      - {id: gh, methods: [GET, POST], credential: gh}
+profiles:
+  p: {destinations: [api]}
+)";
+
+TEST(PolicyAdapter, EveryCredentialHeaderOfTheDestinationIsStripped) {
+  auto r = policy::compile_policy(kTwoCredentialRules, "two.yaml");
+  ASSERT_TRUE(r.ok()) << r.errors_text();
+  auto v = make_policy_view(r.policy);
+  auto d = v->destination("p", "api.example.com", 443);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->credential_headers, (std::vector<std::string>{"X-Key", "Authorization"}));
+
+  testing::FakeCredentials creds;
+  creds.put_secret("key", "real-key-value");
+  creds.put_secret("gh-pat", "ghp_real");
+  std::string token = testing::FakeCredentials::make_token("t9");
+  creds.put_token(token, "t9", "sb", "gh");
+  ConnectionFacts conn = api_connection();
+  detail::MessageHead h;
+  h.method = "GET";
+  h.target = "/k/x";
+  h.headers = {{"Host", "api.example.com"}, {"X-Key", "client"}, {"authorization", "Bearer mine"}};
+  Verdict out = evaluate_request(*v, creds, conn, h);
+  ASSERT_EQ(out.status, 0) << out.reason;
+  std::string head = render_request_head(h, out);
+  EXPECT_NE(head.find("X-Key: real-key-value\r\n"), std::string::npos) << head;
+  EXPECT_EQ(head.find("mine"), std::string::npos) << head;  // the other route's credential
+  h.target = "/open/x";
+  out = evaluate_request(*v, creds, conn, h);
+  ASSERT_EQ(out.status, 0) << out.reason;
+  head = render_request_head(h, out);
+  EXPECT_EQ(head.find("client"), std::string::npos) << head;
+  EXPECT_EQ(head.find("mine"), std::string::npos) << head;
+  // The gh token on the X-Key route: not its credential's header, so misuse.
+  h.target = "/k/x";
+  h.headers = {{"Host", "api.example.com"}, {"Authorization", "Bearer " + token}};
+  out = evaluate_request(*v, creds, conn, h);
+  EXPECT_EQ(out.status, 403);
+  EXPECT_EQ(out.reason, "token_misuse");
+  // ...and swapped where it belongs.
+  h.target = "/repos";
+  out = evaluate_request(*v, creds, conn, h);
+  ASSERT_EQ(out.status, 0) << out.reason;
+  EXPECT_NE(render_request_head(h, out).find("Authorization: Bearer ghp_real\r\n"),
+            std::string::npos);
+  EXPECT_EQ(out.token_id, "t9");
 }
 
 TEST(AuditAdapter, RecordBecomesEventWithoutValues) {

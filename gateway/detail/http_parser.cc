@@ -5,25 +5,6 @@
 
 namespace cordon::gateway::detail {
 
-std::string to_lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
-
 const std::string* MessageHead::find(std::string_view name) const {
   for (const auto& [k, v] : headers) {
     if (iequals(k, name)) return &v;
@@ -32,8 +13,8 @@ const std::string* MessageHead::find(std::string_view name) const {
 }
 
 size_t MessageHead::count(std::string_view name) const {
-  return static_cast<size_t>(std::count_if(
-      headers.begin(), headers.end(), [&](const Header& h) { return iequals(h.first, name); }));
+  return static_cast<size_t>(std::count_if(headers.begin(), headers.end(),
+                                           [&](const Header& h) { return iequals(h.name, name); }));
 }
 
 namespace {
@@ -164,7 +145,7 @@ int HttpParser::on_header_field(llhttp_t* p, const char* at, size_t len) {
     hs.emplace_back();
     s->in_value_ = false;
   }
-  hs.back().first.append(at, len);
+  hs.back().name.append(at, len);
   return 0;
 }
 
@@ -177,7 +158,7 @@ int HttpParser::on_header_value(llhttp_t* p, const char* at, size_t len) {
   }
   if (hs.empty()) return s->fail(400, "header value without a name");
   s->in_value_ = true;
-  hs.back().second.append(at, len);
+  hs.back().value.append(at, len);
   return 0;
 }
 

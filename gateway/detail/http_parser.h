@@ -18,11 +18,14 @@
 #include <vector>
 
 #include "gateway/limits.h"
+#include "gateway/stages/http_types.h"
 
 namespace cordon::gateway::detail {
 
-using Header = std::pair<std::string, std::string>;
-using Headers = std::vector<Header>;
+// The stages' header list, so that a parsed head goes to the request checks without a copy
+// of another shape.
+using Header = gateway::Header;
+using Headers = gateway::HeaderList;
 
 struct MessageHead {
   std::string method;  // requests
@@ -119,7 +122,11 @@ class HttpParser {
   std::string error_;
 };
 
-std::string to_lower(std::string_view s);
-bool iequals(std::string_view a, std::string_view b);
+inline std::string to_lower(std::string_view s) {
+  return ascii_lower(s);
+}
+inline bool iequals(std::string_view a, std::string_view b) {
+  return ascii_iequals(a, b);
+}
 
 }  // namespace cordon::gateway::detail

@@ -261,9 +261,10 @@ std::string_view to_string(InjectionAction action) {
 bool is_injectable_header(std::string_view name) {
   if (!is_http_token(name)) return false;
   std::string n = ascii_lower(name);
-  static constexpr std::array<std::string_view, 8> kNever = {
+  // Framing, routing and connection management; Expect is answered by the gateway itself.
+  static constexpr std::array<std::string_view, 9> kNever = {
       "host", "content-length", "transfer-encoding", "connection", "upgrade",
-      "te",   "trailer",        "keep-alive"};
+      "te",   "trailer",        "keep-alive",        "expect"};
   if (std::find(kNever.begin(), kNever.end(), n) != kNever.end()) return false;
   if (n.rfind("proxy-", 0) == 0) return false;
   return true;
@@ -308,7 +309,7 @@ InjectionReport inject_credentials(HeaderList& headers, std::string_view target,
   }
   // Threat 22: a secret leaves only over TLS unless the rule opted in.
   if (!tls && !spec->allow_plaintext) {
-    return deny(std::move(report), "plaintext_credential",
+    return deny(std::move(report), "credential_over_plaintext",
                 "credential " + spec->name + " over plain HTTP (rule does not allow plaintext)");
   }
   if (tokens.size() > 1) {
@@ -323,8 +324,13 @@ InjectionReport inject_credentials(HeaderList& headers, std::string_view target,
     }
     TokenVerdict verdict;
     if (verify) verdict = verify(tokens[0].token);
-    if (verdict.kind == TokenVerdict::Kind::kRefused) {
+    if (verdict.kind == TokenVerdict::Kind::kInactive) {
       // Threat 20: revoked or expired, refused on this very request.
+      if (!verdict.token_id.empty()) report.token_id = verdict.token_id;
+      return deny(std::move(report), "token_inactive",
+                  "proxy token " + (verdict.reason.empty() ? "inactive" : verdict.reason));
+    }
+    if (verdict.kind == TokenVerdict::Kind::kRefused) {
       if (!verdict.token_id.empty()) report.token_id = verdict.token_id;
       return deny(std::move(report), "token_refused",
                   "proxy token refused: " + (verdict.reason.empty() ? "unknown" : verdict.reason));
@@ -348,10 +354,12 @@ InjectionReport inject_credentials(HeaderList& headers, std::string_view target,
 
   Result<std::string> secret =
       secrets ? secrets(spec->name) : Result<std::string>(fail("no source"));
-  if (!secret) {
+  if (!secret || secret->empty()) {
+    // An empty secret would send a well-formed but meaningless credential: fail closed.
     report.action = InjectionAction::kNone;
     return deny(std::move(report), "secret_unavailable",
-                "secret of credential " + spec->name + " unavailable: " + secret.error().message);
+                "secret of credential " + spec->name + " unavailable: " +
+                    (secret ? std::string("empty value") : secret.error().message));
   }
   std::string value;
   std::string_view format = spec->format;

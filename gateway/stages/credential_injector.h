@@ -44,7 +44,8 @@ struct InjectionSpec {
 struct TokenVerdict {
   enum class Kind {
     kValid,            // unrevoked, unexpired, bound to this sandbox and this credential
-    kRefused,          // unknown, revoked, expired, wrong sandbox (reason says which)
+    kRefused,          // unknown, or bound to another sandbox (reason says which)
+    kInactive,         // a real token of this sandbox, but revoked or expired (threat 20)
     kOtherCredential,  // a real token, but for another credential (threat 19)
   };
   Kind kind = Kind::kRefused;
@@ -62,8 +63,8 @@ std::string_view to_string(InjectionAction action);
 // The explanation for the audit line. Never holds a secret or a token, only names and ids.
 struct InjectionReport {
   bool allowed = true;     // false: deny the request with 403 and `reason`
-  std::string reason;      // token_misuse | token_required | token_refused |
-                           // plaintext_credential | forbidden_credential_header |
+  std::string reason;      // token_misuse | token_required | token_refused | token_inactive |
+                           // credential_over_plaintext | forbidden_credential_header |
                            // credential_spec_invalid | secret_unavailable | bad_rendered_value
   std::string detail;      // human readable: where, which header (never values)
   std::string credential;  // the credential's name, if the destination has one
@@ -99,7 +100,8 @@ struct FoundToken {
 std::vector<FoundToken> find_proxy_tokens(std::string_view text);
 
 // Whether a header name may carry an injected credential (not Host, Content-Length,
-// Transfer-Encoding, Connection, Upgrade, TE, Trailer, Keep-Alive, Proxy-*; a valid token).
+// Transfer-Encoding, Connection, Upgrade, TE, Trailer, Keep-Alive, Expect, Proxy-*; a valid
+// token).
 bool is_injectable_header(std::string_view name);
 
 struct ScrubbedHeader {

@@ -38,7 +38,7 @@ struct FakeVault {
         v.kind = TokenVerdict::Kind::kValid;
         v.token_id = "t1";
       } else if (token == revoked) {
-        v.kind = TokenVerdict::Kind::kRefused;
+        v.kind = TokenVerdict::Kind::kInactive;
         v.token_id = "t2";
         v.reason = "revoked";
       } else if (token == other) {
@@ -204,7 +204,7 @@ TEST(Inject, T20_RevokedTokenRefused) {
   InjectionSpec spec = github();
   InjectionReport r = inject_credentials(h, "/", &spec, true, vault.secrets(), vault.verifier());
   EXPECT_FALSE(r.allowed);
-  EXPECT_EQ(r.reason, "token_refused");
+  EXPECT_EQ(r.reason, "token_inactive");
   EXPECT_NE(r.detail.find("revoked"), std::string::npos);
   EXPECT_EQ(r.token_id, "t2");
   EXPECT_EQ(count_named(h, "Authorization"), 0);
@@ -372,7 +372,7 @@ TEST(Inject, T22_PlaintextRefusedUnlessOptedIn) {
   HeaderList h{{"Authorization", "Bearer mine"}};
   InjectionReport r = inject_credentials(h, "/", &spec, false, vault.secrets(), vault.verifier());
   EXPECT_FALSE(r.allowed);
-  EXPECT_EQ(r.reason, "plaintext_credential");
+  EXPECT_EQ(r.reason, "credential_over_plaintext");
   EXPECT_EQ(count_named(h, "Authorization"), 0);
   EXPECT_EQ(vault.secret_calls, 0);
   spec.allow_plaintext = true;
@@ -414,6 +414,18 @@ TEST(Inject, T24_ForbiddenInjectionHeaders) {
   }
   EXPECT_TRUE(is_injectable_header("X-Api-Key"));
   EXPECT_TRUE(is_injectable_header("authorization"));
+  // The gateway answers Expect itself; a credential must not make the upstream wait for a body.
+  EXPECT_FALSE(is_injectable_header("Expect"));
+}
+
+TEST(Inject, EmptySecretIsRefusedNotInjected) {
+  FakeVault vault;
+  InjectionSpec spec = github();
+  HeaderList h;
+  InjectionReport r = inject_credentials(h, "/", &spec, true, vault.secrets(""), vault.verifier());
+  EXPECT_FALSE(r.allowed);
+  EXPECT_EQ(r.reason, "secret_unavailable");
+  EXPECT_TRUE(h.empty());
 }
 
 TEST(Inject, FormatWithoutPlaceholderAndMissingSecret) {

@@ -1,5 +1,8 @@
 #include "gateway/stages/dns_message.h"
 
+#include <algorithm>
+
+#include "gateway/stages/http_types.h"
 #include "gateway/stages/limits.h"
 
 namespace cordon::gateway {
@@ -23,6 +26,10 @@ void put32(std::string& out, uint32_t v) {
 
 Failure formerr(std::string why) {
   return fail("DNS query: " + why, int(DnsRcode::kFormErr));
+}
+
+uint32_t get32(std::string_view p, size_t at) {
+  return (uint32_t(get16(p, at)) << 16) | get16(p, at + 2);
 }
 
 // Reads the name at `pos`; on success `pos` is just after the name's bytes in the message
@@ -83,6 +90,14 @@ Result<bool> read_name(std::string_view p, size_t& pos, DnsQuery& q) {
     ++q.label_count;
     cursor += 1 + len;
   }
+}
+
+// Reads a name of a response; `error` prefixes the reason. Same rules as for queries.
+Result<std::string> read_response_name(std::string_view p, size_t& pos) {
+  DnsQuery scratch;
+  auto r = read_name(p, pos, scratch);
+  if (!r) return fail("DNS response: " + r.error().message.substr(sizeof("DNS query: ") - 1));
+  return std::move(scratch.name);
 }
 
 }  // namespace
@@ -182,6 +197,125 @@ std::string build_dns_response(const DnsQuery& q, DnsRcode rcode,
     put16(out, kDnsEdnsUdpSize);
     put32(out, 0);
     put16(out, 0);
+  }
+  return out;
+}
+
+}  // namespace cordon::gateway
+
+namespace cordon::gateway {
+
+Result<std::string> build_dns_query(uint16_t id, std::string_view name, uint16_t qtype) {
+  std::string out;
+  put16(out, id);
+  put16(out, 0x0100);  // RD
+  put16(out, 1);
+  put16(out, 0);
+  put16(out, 0);
+  put16(out, 1);  // OPT
+  if (name.empty()) return fail("DNS query: empty name");
+  size_t wire = 1;
+  for (size_t start = 0; start <= name.size();) {
+    size_t dot = std::min(name.find('.', start), name.size());
+    std::string_view label = name.substr(start, dot - start);
+    if (label.empty() || label.size() > kMaxDnsLabelBytes) {
+      return fail("DNS query: name '" + std::string(name) + "' has an empty or oversized label");
+    }
+    for (char ch : label) {
+      unsigned char c = static_cast<unsigned char>(ch);
+      if (c <= 0x20 || c >= 0x7f) return fail("DNS query: name has bytes outside printable ASCII");
+    }
+    wire += 1 + label.size();
+    out += char(label.size());
+    out.append(label);
+    start = dot + 1;
+  }
+  if (wire > kMaxDnsNameWireBytes) return fail("DNS query: name longer than 255 bytes");
+  out += '\0';
+  put16(out, qtype);
+  put16(out, 1);  // IN
+  out += '\0';    // OPT, owner root
+  put16(out, dns_type::kOpt);
+  put16(out, kDnsEdnsUdpSize);
+  put32(out, 0);
+  put16(out, 0);
+  return out;
+}
+
+Result<DnsAnswer> parse_dns_response(std::string_view p, uint16_t id, std::string_view name,
+                                     uint16_t qtype) {
+  auto bad = [](std::string why) { return fail("DNS response: " + why); };
+  if (p.size() > kMaxDnsResponseBytes) return bad("too large");
+  if (p.size() < kHeaderBytes) return bad("shorter than a header");
+  if (get16(p, 0) != id) return bad("id does not match the query");
+  unsigned flags = get16(p, 2);
+  if (!(flags & 0x8000)) return bad("QR unset: not a response");
+  if (((flags >> 11) & 0xf) != 0) return bad("opcode is not QUERY");
+  DnsAnswer out;
+  out.truncated = flags & 0x0200;
+  out.rcode = DnsRcode(flags & 0xf);
+  unsigned qd = get16(p, 4), an = get16(p, 6);
+  if (qd != 1) return bad("QDCOUNT is " + std::to_string(qd) + ", must be 1");
+  size_t pos = kHeaderBytes;
+  auto qname = read_response_name(p, pos);
+  if (!qname) return fail(qname.error());
+  if (pos + 4 > p.size()) return bad("question truncated");
+  std::string want = ascii_lower(name);
+  if (*qname != want || get16(p, pos) != qtype || get16(p, pos + 2) != 1) {
+    return bad("question differs from the query (name, type or class)");
+  }
+  pos += 4;
+  // A truncated answer is retried over TCP; its records are not used.
+  if (out.truncated) return out;
+  if (an > kMaxDnsResponseRecords)
+    return bad("more than " + std::to_string(kMaxDnsResponseRecords) + " answers");
+  struct Record {
+    std::string owner;
+    uint16_t type;
+    uint32_t ttl;
+    std::string_view rdata;
+    size_t rdata_pos;
+  };
+  std::vector<Record> records;
+  for (unsigned i = 0; i < an; ++i) {
+    auto owner = read_response_name(p, pos);
+    if (!owner) return fail(owner.error());
+    if (pos + 10 > p.size()) return bad("answer record truncated");
+    Record r{std::move(*owner), uint16_t(get16(p, pos)), get32(p, pos + 4), {}, 0};
+    unsigned rclass = get16(p, pos + 2);
+    size_t rdlen = get16(p, pos + 8);
+    pos += 10;
+    if (pos + rdlen > p.size()) return bad("record data runs past the end");
+    r.rdata = p.substr(pos, rdlen);
+    r.rdata_pos = pos;
+    pos += rdlen;
+    if (rclass == 1) records.push_back(std::move(r));
+  }
+  // Follow the CNAME chain from the question within the answer section, so that an address
+  // record for an unrelated name (cache poisoning shape) is never taken.
+  std::vector<std::string> chain{want};
+  for (size_t hop = 0; hop < kMaxDnsCnameHops; ++hop) {
+    const Record* next = nullptr;
+    for (const auto& r : records) {
+      if (r.type == dns_type::kCname && r.owner == chain.back()) next = &r;
+    }
+    if (!next) break;
+    size_t at = next->rdata_pos;
+    auto target = read_response_name(p, at);
+    if (!target) return fail(target.error());
+    if (at != next->rdata_pos + next->rdata.size()) return bad("CNAME data has trailing bytes");
+    if (std::find(chain.begin(), chain.end(), *target) != chain.end()) break;  // a loop
+    chain.push_back(std::move(*target));
+  }
+  size_t want_len = qtype == dns_type::kA ? 4 : qtype == dns_type::kAAAA ? 16 : 0;
+  bool first = true;
+  for (const auto& r : records) {
+    if (r.type != qtype || std::find(chain.begin(), chain.end(), r.owner) == chain.end()) continue;
+    if (r.rdata.size() != want_len) return bad("address record of the wrong length");
+    if (out.addresses.size() >= kMaxDnsAnswers) break;
+    out.addresses.emplace_back(r.rdata);
+    out.min_ttl_seconds = first ? r.ttl : std::min(out.min_ttl_seconds, r.ttl);
+    first = false;
   }
   return out;
 }

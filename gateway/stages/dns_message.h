@@ -1,6 +1,8 @@
 // DNS message stage for the gateway's DNS responder (issue 5): a strict parser for the queries
 // a sandbox sends, and a builder for the few answers we give (A/AAAA, NODATA, NXDOMAIN,
-// REFUSED, FORMERR, NOTIMP).
+// REFUSED, FORMERR, NOTIMP). And the other direction, for the gateway's own resolver
+// (`--dns-server`): a query builder and a strict parser of the server's response, which must
+// answer exactly the question asked (the server is untrusted as well).
 //
 // Owns: DNS wire syntax (RFC 1035 §4, RFC 6891 OPT). Trusts: nothing; the packet is from an
 // untrusted sandbox. Every read is bounds-checked, compression pointers must point strictly
@@ -21,6 +23,7 @@ namespace cordon::gateway {
 
 namespace dns_type {
 inline constexpr uint16_t kA = 1;
+inline constexpr uint16_t kCname = 5;
 inline constexpr uint16_t kAAAA = 28;
 inline constexpr uint16_t kOpt = 41;
 }  // namespace dns_type
@@ -67,5 +70,29 @@ std::string build_dns_response(const DnsQuery& query, DnsRcode rcode,
 
 // A bare error response (no question) for a packet that could not be parsed: echoes the id.
 std::string build_dns_error(uint16_t id, DnsRcode rcode);
+
+// ---- Resolver side --------------------------------------------------------------------------
+
+// A recursive (RD) query for `name` (a host name: lower-case LDH labels, no trailing dot),
+// class IN, with an EDNS OPT record advertising kDnsEdnsUdpSize. Fails on a name that cannot
+// be encoded (empty or oversized labels, bytes outside printable ASCII).
+Result<std::string> build_dns_query(uint16_t id, std::string_view name, uint16_t qtype);
+
+struct DnsAnswer {
+  DnsRcode rcode = DnsRcode::kNoError;
+  bool truncated = false;  // TC: retry over TCP
+  // Raw network-order addresses of the asked type (4 bytes for A, 16 for AAAA), owned by the
+  // question name or by a name it is a CNAME of within the answer section; at most
+  // kMaxDnsAnswers.
+  std::vector<std::string> addresses;
+  uint32_t min_ttl_seconds = 0;
+};
+
+// Parses the server's response to the query (id, name, qtype) built above. Refuses (error)
+// anything that is not a response to exactly that question: another id, QR unset, another
+// question name (letter case aside), type or class; malformed records; forward or looping
+// compression pointers. Records of other types or names are ignored, not trusted.
+Result<DnsAnswer> parse_dns_response(std::string_view packet, uint16_t id, std::string_view name,
+                                     uint16_t qtype);
 
 }  // namespace cordon::gateway

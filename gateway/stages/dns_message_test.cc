@@ -197,5 +197,97 @@ TEST(DnsBuild, AnswerCountCapped) {
   EXPECT_EQ(r.substr(6, 2), u16(kMaxDnsAnswers));
 }
 
+// ---- resolver side ----
+
+// A response as a server would build it: the question as queried, answers after it.
+std::string response(uint16_t id, uint16_t flags, const std::vector<std::string>& answers,
+                     const std::string& qname, uint16_t qtype = dns_type::kA) {
+  return header(id, flags, 1, uint16_t(answers.size()), 0, 0) + qname + u16(qtype) + u16(1) + [&] {
+    std::string all;
+    for (const auto& a : answers) all += a;
+    return all;
+  }();
+}
+std::string rr(const std::string& owner, uint16_t type, uint32_t ttl, const std::string& data) {
+  return owner + u16(type) + u16(1) + u16(uint16_t(ttl >> 16)) + u16(uint16_t(ttl)) +
+         u16(uint16_t(data.size())) + data;
+}
+
+TEST(DnsResolver, QueryRoundTripsThroughTheQueryParser) {
+  auto built = build_dns_query(0x5151, "api.example.com", dns_type::kAAAA);
+  ASSERT_TRUE(built) << built.error().message;
+  auto q = parse_dns_query(*built);
+  ASSERT_TRUE(q) << q.error().message;
+  EXPECT_EQ(q->id, 0x5151);
+  EXPECT_TRUE(q->recursion_desired);
+  EXPECT_EQ(q->name, "api.example.com");
+  EXPECT_EQ(q->qtype, dns_type::kAAAA);
+  EXPECT_EQ(q->qclass, 1);
+  EXPECT_TRUE(q->has_edns);
+  EXPECT_FALSE(build_dns_query(1, "", dns_type::kA));
+  EXPECT_FALSE(build_dns_query(1, "a..b", dns_type::kA));
+  EXPECT_FALSE(build_dns_query(1, std::string(64, 'a') + ".com", dns_type::kA));
+  EXPECT_FALSE(build_dns_query(1, "a b.com", dns_type::kA));
+}
+
+TEST(DnsResolver, AnswersOfTheQuestionAndItsCnameChainOnly) {
+  std::string qn = name({"Api", "example"});  // 0x20 case from the server is fine
+  std::string v4("\xc0\x00\x02\x07", 4), other("\x0a\x00\x00\x01", 4);
+  std::string cname_target = name({"edge", "cdn"});
+  std::string r =
+      response(7, 0x8180,
+               {rr(u16(0xc00c), dns_type::kCname, 300, cname_target),
+                rr(name({"evil", "example"}), dns_type::kA, 5, other),  // unrelated name: ignored
+                rr(cname_target, dns_type::kA, 60, v4)},
+               qn);
+  auto a = parse_dns_response(r, 7, "api.example", dns_type::kA);
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ(a->rcode, DnsRcode::kNoError);
+  ASSERT_EQ(a->addresses.size(), 1u);
+  EXPECT_EQ(a->addresses[0], v4);
+  EXPECT_EQ(a->min_ttl_seconds, 60u);
+}
+
+TEST(DnsResolver, ResponsesToAnotherQuestionAreRefused) {
+  std::string v4("\xc0\x00\x02\x07", 4);
+  std::string ok =
+      response(9, 0x8180, {rr(u16(0xc00c), dns_type::kA, 1, v4)}, name({"a", "example"}));
+  ASSERT_TRUE(parse_dns_response(ok, 9, "a.example", dns_type::kA));
+  EXPECT_FALSE(parse_dns_response(ok, 10, "a.example", dns_type::kA));    // id
+  EXPECT_FALSE(parse_dns_response(ok, 9, "b.example", dns_type::kA));     // name
+  EXPECT_FALSE(parse_dns_response(ok, 9, "a.example", dns_type::kAAAA));  // type
+  std::string query_not_response = ok;
+  query_not_response[2] = 0x01;  // QR unset
+  EXPECT_FALSE(parse_dns_response(query_not_response, 9, "a.example", dns_type::kA));
+  // An A record of the wrong length, truncated data, a forward pointer.
+  EXPECT_FALSE(parse_dns_response(
+      response(9, 0x8180, {rr(u16(0xc00c), dns_type::kA, 1, "abc")}, name({"a", "example"})), 9,
+      "a.example", dns_type::kA));
+  EXPECT_FALSE(parse_dns_response(ok.substr(0, ok.size() - 2), 9, "a.example", dns_type::kA));
+  EXPECT_FALSE(parse_dns_response(
+      response(9, 0x8180, {rr(u16(0xc0ff), dns_type::kA, 1, v4)}, name({"a", "example"})), 9,
+      "a.example", dns_type::kA));
+}
+
+TEST(DnsResolver, TruncationNxdomainAndCnameLoops) {
+  std::string qn = name({"a", "example"});
+  auto tc = parse_dns_response(response(3, 0x8380, {}, qn), 3, "a.example", dns_type::kA);
+  ASSERT_TRUE(tc);
+  EXPECT_TRUE(tc->truncated);
+  auto nx = parse_dns_response(response(3, 0x8183, {}, qn), 3, "a.example", dns_type::kA);
+  ASSERT_TRUE(nx);
+  EXPECT_EQ(nx->rcode, DnsRcode::kNxDomain);
+  EXPECT_TRUE(nx->addresses.empty());
+  // a → b → a: the loop ends, nothing is answered.
+  std::string b = name({"b", "example"});
+  auto loop = parse_dns_response(
+      response(3, 0x8180,
+               {rr(u16(0xc00c), dns_type::kCname, 1, b), rr(b, dns_type::kCname, 1, u16(0xc00c))},
+               qn),
+      3, "a.example", dns_type::kA);
+  ASSERT_TRUE(loop) << loop.error().message;
+  EXPECT_TRUE(loop->addresses.empty());
+}
+
 }  // namespace
 }  // namespace cordon::gateway

@@ -62,6 +62,12 @@ inline constexpr size_t kMaxDnsNameWireBytes = 255;
 inline constexpr size_t kMaxDnsPointerHops = 16;
 // Hard. Addresses put in one answer; the rest are dropped so that a response stays small.
 inline constexpr size_t kMaxDnsAnswers = 16;
+// Hard. Largest DNS response the gateway's resolver reads (a TCP message's length prefix is
+// 16 bits, so this is the protocol's own ceiling).
+inline constexpr size_t kMaxDnsResponseBytes = 65535;
+// Hard. Resource records read from one response, and CNAME hops followed from the question.
+inline constexpr size_t kMaxDnsResponseRecords = 64;
+inline constexpr size_t kMaxDnsCnameHops = 8;
 // UDP payload size we advertise in EDNS responses (the DNS flag day 2020 value), bytes.
 inline constexpr uint16_t kDnsEdnsUdpSize = 1232;
 

@@ -284,7 +284,9 @@ RequestVerdict check_request(const RequestHead& head, const ChannelFacts& facts,
         return reject(403, "connect_sni_mismatch", "SNI differs from the CONNECT host");
       }
       if (!same_host(*host, facts.sni)) {
-        return reject(403, "host_sni_mismatch",
+        // 421 (RFC 9110 §15.5.20): this connection cannot serve that host; a well-behaved client
+        // retries on a connection of its own, and a fronting attempt is refused all the same.
+        return reject(421, "host_sni_mismatch",
                       "Host " + host->host + " differs from the SNI " + facts.sni);
       }
       if (host->port && *host->port != facts.port) {
@@ -295,7 +297,7 @@ RequestVerdict check_request(const RequestHead& head, const ChannelFacts& facts,
           return reject(400, "scheme_mismatch", "absolute-form scheme is not https inside TLS");
         }
         if (!same_host(*target.authority, facts.sni)) {
-          return reject(403, "absolute_form_host_mismatch",
+          return reject(421, "absolute_form_host_mismatch",
                         "absolute-form host " + target.authority->host + " differs from the SNI");
         }
         if (target.authority->port && *target.authority->port != facts.port) {

@@ -87,7 +87,7 @@ struct CheckedRequest {
 };
 
 struct Rejection {
-  int status = 400;    // 400, 403, 417, 431
+  int status = 400;    // 400, 403, 413, 414, 417, 421, 431, 505
   std::string reason;  // stable snake_case code for the audit line, e.g. "host_sni_mismatch"
   std::string detail;  // human readable; names the header or field (never a header value)
 };

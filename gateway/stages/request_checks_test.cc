@@ -54,12 +54,12 @@ struct Case {
 std::vector<Case> refused_cases() {
   std::vector<Case> v;
   // Destination identity.
-  v.push_back({"T1_HostDiffersFromSni", tls(), req("GET", "/", {{"Host", "evil.example"}}), 403,
+  v.push_back({"T1_HostDiffersFromSni", tls(), req("GET", "/", {{"Host", "evil.example"}}), 421,
                "host_sni_mismatch"});
-  v.push_back({"T1_HostIpLiteralInsideTls", tls(), req("GET", "/", {{"Host", "203.0.113.9"}}), 403,
+  v.push_back({"T1_HostIpLiteralInsideTls", tls(), req("GET", "/", {{"Host", "203.0.113.9"}}), 421,
                "host_sni_mismatch"});
   v.push_back({"T1_HostSubdomainOfSni", tls(), req("GET", "/", {{"Host", "x.api.example.com"}}),
-               403, "host_sni_mismatch"});
+               421, "host_sni_mismatch"});
   v.push_back({"T1_HostWithUserinfo", tls(),
                req("GET", "/", {{"Host", "api.example.com@evil.example"}}), 400, "host_invalid"});
   v.push_back({"T4_HostPortDiffers", tls(), req("GET", "/", {{"Host", "api.example.com:8443"}}),
@@ -84,7 +84,7 @@ std::vector<Case> refused_cases() {
         {"T6_ConnectHostDiffersFromSni", f, req("GET", "/", {kHost}), 403, "connect_sni_mismatch"});
   }
   v.push_back({"T7_AbsoluteFormOtherHostInTls", tls(),
-               req("GET", "https://other.example/x", {kHost}), 403, "absolute_form_host_mismatch"});
+               req("GET", "https://other.example/x", {kHost}), 421, "absolute_form_host_mismatch"});
   v.push_back({"T7_AbsoluteFormHttpSchemeInTls", tls(),
                req("GET", "http://api.example.com/x", {kHost}), 400, "scheme_mismatch"});
   v.push_back({"T7_AbsoluteFormUserinfo", tls(),

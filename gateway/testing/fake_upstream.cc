@@ -12,6 +12,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "gateway/testing/websocket_echo.h"
+
 namespace cordon::gateway::testing {
 
 namespace {
@@ -208,6 +210,22 @@ void FakeUpstream::serve(int fd) {
       auto it = h.find(name);
       return it == h.end() ? std::string() : it->second;
     };
+    if (lower(header_or("upgrade")) == "websocket" && h.count("sec-websocket-key")) {
+      c.write(
+          "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+          "Sec-WebSocket-Accept: " +
+          websocket_accept(header_or("sec-websocket-key")) +
+          "\r\nX-Echo-Authorization: " + header_or("authorization") + "\r\n\r\n");
+      websocket_echo(
+          c.buf, [&c] { return c.fill(); }, [&c](std::string_view d) { return c.write(d); });
+      break;
+    }
+    if (target.rfind("/switch", 0) == 0) {
+      // Switches protocols although nobody asked: the gateway must not tunnel this.
+      c.write(
+          "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
+      break;
+    }
     if (target.rfind("/reset", 0) == 0) {
       c.write("HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n" + std::string(1000, 'r'));
       linger l{1, 0};

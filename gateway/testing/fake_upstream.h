@@ -6,6 +6,9 @@
 //   /big?n=N      200 with N bytes (Content-Length); /bigchunked?n=N the same, chunked.
 //   /upload       consumes the body, answers "bytes=N sum=S" (S = byte sum mod 2^32).
 //   /reset        starts a 1 MB response, sends 1000 bytes, then resets the connection.
+//   any path with Upgrade: websocket and Sec-WebSocket-Key: 101, then a WebSocket echo (RFC
+//                 6455, minimal); the 101 reflects Authorization as X-Echo-Authorization.
+//   /switch       answers 101 to a request that asked for no upgrade (then closes).
 // Every request head seen is recorded.
 #pragma once
 

@@ -126,8 +126,8 @@ Result<std::string> FakeCredentials::secret_value(std::string_view name) const {
   return it->second;
 }
 
-bool FakeCredentials::looks_like_token(std::string_view word) const {
-  return word.substr(0, kTokenPrefix.size()) == kTokenPrefix;
+std::string FakeCredentials::make_token(const std::string& id, char fill) {
+  return "cdn_" + id + "_" + std::string(43, fill);
 }
 
 std::optional<TokenInfo> FakeCredentials::lookup_token(std::string_view token,
@@ -147,6 +147,12 @@ Status MemoryAudit::append(const AuditRecord& record) {
   std::lock_guard lk(mu_);
   if (failing_) return fail("audit: disk full (simulated)");
   records_.push_back(record);
+  return {};
+}
+
+Status MemoryAudit::health() const {
+  std::lock_guard lk(mu_);
+  if (failing_) return fail("audit: disk full (simulated)");
   return {};
 }
 

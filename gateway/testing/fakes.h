@@ -85,14 +85,15 @@ class FakeSandboxes : public SandboxDirectory {
 
 class FakeCredentials : public CredentialSource {
  public:
-  static constexpr std::string_view kTokenPrefix = "cdn_pt_";
+  // A string of the proxy-token shape ("cdn_<id>_<43 base64url characters>", vault.h) for
+  // `id`; `fill` varies the secret part.
+  static std::string make_token(const std::string& id, char fill = 'A');
   void put_secret(const std::string& name, const std::string& value);
   // A token bound to `sandbox` (empty = unbound) and `credential`.
   void put_token(const std::string& token, const std::string& id, const std::string& sandbox,
                  const std::string& credential);
   void revoke(const std::string& token);
   Result<std::string> secret_value(std::string_view secret_name) const override;
-  bool looks_like_token(std::string_view word) const override;
   std::optional<TokenInfo> lookup_token(std::string_view token,
                                         std::string_view sandbox_id) const override;
 
@@ -109,6 +110,7 @@ class FakeCredentials : public CredentialSource {
 class MemoryAudit : public AuditSink {
  public:
   Status append(const AuditRecord& record) override;
+  Status health() const override;
   std::vector<AuditRecord> records() const;
   void clear();
   void set_failing(bool f) {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "gateway/gateway.h"
+#include "gateway/testing/fake_dns.h"
 #include "gateway/testing/fake_upstream.h"
 #include "gateway/testing/fakes.h"
 #include "tests/e2e/gateway/e2e_util.h"
@@ -26,12 +27,15 @@ using e2e::RawClient;
 using e2e::run_curl;
 using testing::FakeCerts;
 using testing::FakeCredentials;
+using testing::FakeDns;
 using testing::FakePolicy;
 using testing::FakeSandboxes;
 using testing::FakeUpstream;
 using testing::MemoryAudit;
 
 constexpr const char* kSecret = "ghp_REALSECRET_0123456789";
+// A proxy token of the real shape (cdn_<id>_<43 base64url>), found by the credential stage.
+const std::string kGoodToken = FakeCredentials::make_token("tok1");
 
 uint16_t free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -118,7 +122,7 @@ class GatewayE2E : public ::testing::Test {
     sandboxes->add("sb2", "secret2", "default");
     creds = std::make_shared<FakeCredentials>();
     creds->put_secret("github-pat", kSecret);
-    creds->put_token("cdn_pt_good", "tok1", "sb1", "github");
+    creds->put_token(kGoodToken, "tok1", "sb1", "github");
     audit = std::make_shared<MemoryAudit>();
 
     GatewayOptions opts;
@@ -359,19 +363,19 @@ TEST_F(GatewayE2E, SmugglingShapesGet400AndClose) {
 }
 
 TEST_F(GatewayE2E, TokenSwapAndTokenMisuse) {
-  auto r = curl({api("/echo"), "-H", "Authorization: Bearer cdn_pt_good"});
+  auto r = curl({api("/echo"), "-H", "Authorization: Bearer " + kGoodToken});
   EXPECT_EQ(r.http_code, 200);
   auto heads = upstream->heads();
   ASSERT_EQ(heads.size(), 1u);
   EXPECT_NE(heads[0].find(kSecret), std::string::npos);
-  EXPECT_EQ(heads[0].find("cdn_pt_good"), std::string::npos);
+  EXPECT_EQ(heads[0].find(kGoodToken), std::string::npos);
   EXPECT_EQ(r.headers.find(kSecret), std::string::npos);
   EXPECT_EQ(last_record().token_id, "tok1");
 
-  r = curl({api("/paste", "paste.test"), "-H", "Authorization: Bearer cdn_pt_good"});
+  r = curl({api("/paste", "paste.test"), "-H", "Authorization: Bearer " + kGoodToken});
   EXPECT_EQ(r.http_code, 403);
   EXPECT_EQ(last_record().reason, "token_misuse");
-  r = curl({api("/echo"), "-H", "Authorization: Bearer cdn_pt_good"}, "sb2:secret2");
+  r = curl({api("/echo"), "-H", "Authorization: Bearer " + kGoodToken}, "sb2:secret2");
   EXPECT_EQ(r.http_code, 403);  // bound to sb1
   EXPECT_EQ(upstream->heads().size(), 1u);
 }
@@ -380,11 +384,13 @@ TEST_F(GatewayE2E, RevokedTokenFailsOnOpenKeepAliveConnection) {
   bool ok = false;
   auto c = tunnel("api.test", "api.test", &ok);
   ASSERT_TRUE(ok);
-  c->send("GET /echo HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer cdn_pt_good\r\n\r\n");
+  c->send("GET /echo HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer " + kGoodToken +
+          "\r\n\r\n");
   std::string r = c->read_until("body-bytes");
   EXPECT_NE(r.find("HTTP/1.1 200"), std::string::npos) << r;
-  creds->revoke("cdn_pt_good");
-  c->send("GET /echo HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer cdn_pt_good\r\n\r\n");
+  creds->revoke(kGoodToken);
+  c->send("GET /echo HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer " + kGoodToken +
+          "\r\n\r\n");
   r = c->read_until("}\n");
   EXPECT_NE(r.find("HTTP/1.1 403"), std::string::npos) << r;
   EXPECT_NE(r.find("egress_denied"), std::string::npos);
@@ -533,13 +539,126 @@ TEST_F(GatewayE2E, SlowlorisHeadIsCutOff) {
 
 TEST_F(GatewayE2E, AuditFailureDenies) {
   audit->set_failing(true);
-  auto r = curl({api("/echo")});  // this one's line fails to write...
+  // The request that meets the failing log is itself refused, and never reaches the upstream.
+  auto r = curl({api("/echo")});
+  EXPECT_EQ(r.http_code, 503);
+  EXPECT_NE(r.body.find("audit_unavailable"), std::string::npos) << r.body;
+  EXPECT_TRUE(upstream->heads().empty());
   audit->set_failing(false);
-  auto r2 = curl({api("/echo")});  // ...so this one is refused (its own line then succeeds)
+  // Its own refusal line was lost too, so the next one is refused (its own line succeeds)...
+  auto r2 = curl({api("/echo")});
   EXPECT_EQ(r2.http_code, 503);
   EXPECT_NE(r2.body.find("audit_unavailable"), std::string::npos);
+  // ...and then requests flow again.
   auto r3 = curl({api("/echo")});
   EXPECT_EQ(r3.http_code, 200);
+  EXPECT_EQ(upstream->heads().size(), 1u);
+}
+
+TEST_F(GatewayE2E, AuditFailureDeniesTheRequestOnAnOpenConnection) {
+  bool ok = false;
+  auto c = tunnel("api.test", "api.test", &ok);
+  ASSERT_TRUE(ok);
+  c->send("GET /echo HTTP/1.1\r\nHost: api.test\r\n\r\n");
+  std::string r = c->read_until("body-bytes");
+  EXPECT_NE(r.find("HTTP/1.1 200"), std::string::npos) << r;
+  audit->set_failing(true);
+  c->send("GET /echo HTTP/1.1\r\nHost: api.test\r\n\r\n");
+  r = c->read_until_close();
+  EXPECT_NE(r.find("HTTP/1.1 503"), std::string::npos) << r;
+  EXPECT_NE(r.find("audit_unavailable"), std::string::npos);
+  EXPECT_EQ(upstream->heads().size(), 1u);
+}
+
+// A client WebSocket frame (RFC 6455 §5.2): FIN, opcode, masked payload.
+std::string masked_frame(unsigned opcode, const std::string& payload) {
+  std::string f;
+  f += static_cast<char>(0x80 | opcode);
+  if (payload.size() < 126) {
+    f += static_cast<char>(0x80 | payload.size());
+  } else if (payload.size() < 65536) {
+    f += static_cast<char>(0x80 | 126);
+    f += static_cast<char>(payload.size() >> 8);
+    f += static_cast<char>(payload.size() & 0xff);
+  } else {
+    f += static_cast<char>(0x80 | 127);
+    for (int i = 7; i >= 0; --i) f += static_cast<char>((payload.size() >> (8 * i)) & 0xff);
+  }
+  const char mask[4] = {0x12, 0x34, 0x56, 0x78};
+  f.append(mask, 4);
+  for (size_t i = 0; i < payload.size(); ++i) f += static_cast<char>(payload[i] ^ mask[i % 4]);
+  return f;
+}
+
+const char* kWebSocketHead =
+    "GET /echo/ws HTTP/1.1\r\nHost: api.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+    "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+    "Authorization: Bearer client-own\r\n\r\n";
+
+// Sends the upgrade request with `message` as a first frame in the same write (bytes behind the
+// head must not be lost when the connection turns into a tunnel); returns what was read up to
+// the echo of it.
+std::string open_websocket(RawClient& c, const std::string& message) {
+  c.send(std::string(kWebSocketHead) + masked_frame(0x1, message));
+  return c.read_until(message);
+}
+
+TEST_F(GatewayE2E, WebSocketIsCheckedInjectedThenTunnelledBothWays) {
+  bool ok = false;
+  auto c = tunnel("api.test", "api.test", &ok);
+  ASSERT_TRUE(ok);
+  std::string r = open_websocket(*c, "hello websocket");
+  ASSERT_NE(r.find("HTTP/1.1 101 Switching Protocols"), std::string::npos) << r;
+  EXPECT_NE(r.find("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), std::string::npos) << r;
+  EXPECT_NE(r.find("Upgrade: websocket"), std::string::npos);
+  EXPECT_EQ(r.find(kSecret), std::string::npos) << r;  // the upstream's echo was scrubbed
+  auto heads = upstream->heads();
+  ASSERT_EQ(heads.size(), 1u);
+  EXPECT_NE(heads[0].find(std::string("Authorization: Bearer ") + kSecret), std::string::npos);
+  EXPECT_EQ(heads[0].find("client-own"), std::string::npos);
+  EXPECT_NE(heads[0].find("Upgrade: websocket"), std::string::npos);
+
+  // A frame larger than the io buffers (64-bit length), both ways.
+  std::string big = std::string(70000, 'w') + "END-OF-BIG";
+  ASSERT_TRUE(c->send(masked_frame(0x2, big)));
+  r = c->read_until("END-OF-BIG");
+  EXPECT_NE(r.find("END-OF-BIG"), std::string::npos);
+  c->send(masked_frame(0x8, ""));
+  c->read_until_close();
+  auto recs = audit_with_reason("websocket");
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].decision, "allow");
+  EXPECT_EQ(recs[0].status, 101);
+  EXPECT_EQ(recs[0].route, "echo");
+  EXPECT_EQ(recs[0].credential, "github");
+  EXPECT_GE(recs[0].bytes_up, big.size() + 15);
+  EXPECT_GE(recs[0].bytes_down, big.size() + 15);
+}
+
+TEST_F(GatewayE2E, UpgradesOtherThanWebSocketAndUnaskedSwitchesAreRefused) {
+  bool ok = false;
+  auto c = tunnel("api.test", "api.test", &ok);
+  ASSERT_TRUE(ok);
+  c->send(
+      "GET /echo HTTP/1.1\r\nHost: api.test\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+      "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n");
+  std::string r = c->read_until("}\n");
+  EXPECT_NE(r.find("HTTP/1.1 403"), std::string::npos) << r;
+  EXPECT_EQ(last_record().reason, "upgrade_refused");
+  // A websocket upgrade denied by policy is denied like any request.
+  auto d = tunnel("api.test", "api.test", &ok);
+  std::string denied = kWebSocketHead;
+  denied.replace(denied.find("/echo/ws"), 8, "/admin/ws");
+  d->send(denied);
+  r = d->read_until("}\n");
+  EXPECT_NE(r.find("HTTP/1.1 403"), std::string::npos) << r;
+  // An upstream that switches protocols unasked: 502, never a tunnel.
+  auto e = tunnel("api.test", "api.test", &ok);
+  e->send("GET /switch HTTP/1.1\r\nHost: api.test\r\n\r\n");
+  r = e->read_until_close();
+  EXPECT_NE(r.find("HTTP/1.1 502"), std::string::npos) << r;
+  EXPECT_EQ(last_record().reason, "upgrade_not_supported");
+  EXPECT_EQ(upstream->heads().size(), 1u);  // only /switch reached the upstream
 }
 
 TEST_F(GatewayE2E, NothingFlowsWithoutPolicy) {
@@ -589,6 +708,51 @@ TEST_F(LimitedE2E, ConnectionsPerSandboxAreCapped) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   r = curl({api("/echo")});
   EXPECT_EQ(r.http_code, 200);
+}
+
+// `--dns-server`: names missing from the static map are resolved by querying the configured
+// server (here a fake on loopback); the floors apply to its answers as to any other.
+class DnsServerE2E : public GatewayE2E {
+ protected:
+  void customize(GatewayOptions& o) override {
+    dns.set("paste.test", {"127.0.0.1"});
+    dns.set("private.test", {"10.0.0.1", "169.254.169.254"});
+    o.resolve.erase("paste.test");
+    o.resolve.erase("private.test");
+    o.dns_server = dns.address();
+  }
+  FakeDns dns;
+};
+
+TEST_F(DnsServerE2E, UpstreamNamesResolvedByTheServerAndFloorsStillApply) {
+  auto r = curl({api("/x", "paste.test")});
+  EXPECT_EQ(r.http_code, 200) << r.body;
+  EXPECT_GE(dns.udp_queries(), 1);
+  EXPECT_EQ(upstream->heads().size(), 1u);
+  r = curl({api("/x", "private.test")});
+  EXPECT_EQ(r.http_code, 403);
+  EXPECT_NE(r.body.find("floors"), std::string::npos) << r.body;
+  EXPECT_EQ(upstream->heads().size(), 1u);
+}
+
+class ShortIdleE2E : public GatewayE2E {
+ protected:
+  void customize(GatewayOptions& o) override { o.limits.idle_timeout_ms = 600; }
+};
+
+TEST_F(ShortIdleE2E, SilentWebSocketTunnelIsClosedAtTheIdleTimeout) {
+  bool ok = false;
+  auto c = tunnel("api.test", "api.test", &ok);
+  ASSERT_TRUE(ok);
+  std::string r = open_websocket(*c, "ping-through");
+  ASSERT_NE(r.find("HTTP/1.1 101"), std::string::npos) << r;
+  auto t0 = std::chrono::steady_clock::now();
+  c->read_until_close();
+  EXPECT_TRUE(c->peer_closed());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+  auto recs = audit_with_reason("websocket");
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_GE(recs[0].bytes_up, 12u);
 }
 
 TEST_F(LimitedE2E, MintRateRefusesHandshakeFloods) {

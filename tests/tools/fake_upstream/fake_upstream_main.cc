@@ -4,7 +4,9 @@
 // never saw it: credential headers are answered only as a sha256 fingerprint, while each request
 // is printed in full as one JSON line on stdout (the demo's upstream
 // log). It trusts nothing and keeps nothing; it only ever runs inside the demo's own network
-// namespace. Usage: cordon-fake-upstream CERT.pem KEY.pem ADDR:PORT
+// namespace. A request with `Upgrade: websocket` is answered 101 and then echoed frame by frame
+// (RFC 6455, minimal), after the same log line. Usage: cordon-fake-upstream CERT.pem KEY.pem
+// ADDR:PORT
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
@@ -19,6 +21,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+
+#include "gateway/testing/websocket_echo.h"
 
 namespace {
 
@@ -104,6 +108,38 @@ void serve(SSL_CTX* ctx, int fd) {
     std::string log_line = j.dump() + "\n";
     for (const char* h : {"authorization", "x-api-key", "proxy-authorization"}) {
       if (headers.contains(h)) j["headers"][h] = fingerprint(headers[h].get<std::string>());
+    }
+    if (lower(headers.value("upgrade", "")) == "websocket" &&
+        headers.contains("sec-websocket-key")) {
+      {
+        std::lock_guard<std::mutex> lock(g_log_mu);
+        std::fputs(log_line.c_str(), stdout);
+        std::fflush(stdout);
+      }
+      std::string accept =
+          "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+          "Connection: Upgrade\r\nSec-WebSocket-Accept: " +
+          cordon::gateway::testing::websocket_accept(
+              headers["sec-websocket-key"].get<std::string>()) +
+          "\r\n\r\n";
+      SSL_write(ssl, accept.data(), static_cast<int>(accept.size()));
+      std::string rest = buf.substr(end + 4);
+      cordon::gateway::testing::websocket_echo(
+          rest,
+          [&] {
+            int n = SSL_read(ssl, chunk, sizeof chunk);
+            if (n <= 0) return false;
+            rest.append(chunk, static_cast<size_t>(n));
+            return true;
+          },
+          [&](std::string_view d) {
+            return SSL_write(ssl, d.data(), static_cast<int>(d.size())) ==
+                   static_cast<int>(d.size());
+          });
+      SSL_shutdown(ssl);
+      SSL_free(ssl);
+      ::close(fd);
+      return;
     }
     std::string body = j.dump() + "\n";
     std::string resp = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +

@@ -33,8 +33,8 @@ struct E820Entry {
 
 struct BootConfig {
   std::string cmdline;
-  std::string initrd;      // contents; empty for none
-  uint64_t rsdp_addr = 0;  // 0: no ACPI
+  std::string_view initrd;  // contents (the caller keeps them alive); empty for none
+  uint64_t rsdp_addr = 0;   // 0: no ACPI
 };
 
 inline constexpr uint32_t kE820Ram = 1;

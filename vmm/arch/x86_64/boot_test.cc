@@ -46,7 +46,8 @@ TEST(Boot, BzImageLoadsPayloadAndZeroPage) {
   EXPECT_EQ(ram.bytes[0x100000 + 77], 77);
   BootConfig cfg;
   cfg.cmdline = "console=ttyS0";
-  cfg.initrd = std::string(10000, 'R');
+  const std::string initrd(10000, 'R');
+  cfg.initrd = initrd;
   cfg.rsdp_addr = kAcpiTablesAddr;
   ASSERT_TRUE(write_boot_info(ram.mem, *k, cfg));
   const uint64_t zp = kZeroPageAddr;
@@ -87,7 +88,8 @@ TEST(Boot, InitrdThatDoesNotFitIsAnError) {
   auto k = load_kernel(ram.mem, make_bzimage(0x20F, 1, 100));
   ASSERT_TRUE(k);
   BootConfig cfg;
-  cfg.initrd = std::string(3 << 20, 'x');
+  const std::string big(3 << 20, 'x');
+  cfg.initrd = big;
   EXPECT_FALSE(write_boot_info(ram.mem, *k, cfg));
   cfg.initrd = "ok";
   cfg.cmdline = std::string(5000, 'c');

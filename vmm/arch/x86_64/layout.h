@@ -25,6 +25,9 @@ inline constexpr uint64_t kMmioGapStart = 0xC0000000;
 inline constexpr uint64_t kMmioGapEnd = 0x100000000;
 inline constexpr uint64_t kBootTimerAddr = 0xC0000000;  // guest writes 123 here when "booted"
 inline constexpr uint64_t kVirtioMmioBase = 0xC0001000;
+// Restore-entropy mailbox (vmm/snapshot/entropy.h), clear of the 16 virtio slots above.
+inline constexpr uint64_t kEntropyMailboxAddr = 0xC0FFF000;
+inline constexpr uint64_t kEntropyMailboxBytes = 0x1000;
 inline constexpr uint64_t kVirtioMmioSlotSize = 0x1000;
 inline constexpr uint32_t kVirtioFirstGsi = 5;
 inline constexpr uint64_t kIoapicAddr = 0xFEC00000;

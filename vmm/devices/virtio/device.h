@@ -34,6 +34,35 @@ struct DeviceContext {
   std::function<void()> needs_reset;  // driver broke the protocol: NEEDS_RESET
 };
 
+// The loop every device runs when the driver kicks a queue: pops each available chain, lets
+// `serve` handle it (serve returns the used length: bytes it wrote into the chain's writable
+// part), publishes it in the used ring, and raises the used-buffer interrupt once at the end if
+// the driver asked for one (EVENT_IDX or NO_INTERRUPT). A malformed chain or an unwritable used
+// ring means the driver broke the protocol: the device goes NEEDS_RESET, the queue is left as
+// it is, and the result is false. `serve` runs with the transport lock held, like notify().
+template <class Serve>
+bool serve_queue(const DeviceContext& ctx, int queue_index, Serve&& serve) {
+  Queue& q = (*ctx.queues)[static_cast<size_t>(queue_index)];
+  bool used = false;
+  while (true) {
+    auto chain = q.pop(*ctx.mem);
+    if (!chain) {
+      ctx.needs_reset();
+      return false;
+    }
+    if (!chain->has_value()) break;
+    const Chain& c = **chain;
+    const uint32_t len = serve(c);
+    if (!q.add_used(*ctx.mem, c.head, len)) {
+      ctx.needs_reset();
+      return false;
+    }
+    used = true;
+  }
+  if (used && q.needs_interrupt(*ctx.mem)) ctx.signal_used();
+  return true;
+}
+
 class Device {
  public:
   virtual ~Device() = default;

@@ -150,24 +150,13 @@ uint8_t Block::handle(const Chain& c, uint32_t* written) {
 
 void Block::notify(int queue) {
   if (queue != 0 || ctx_.mem == nullptr) return;
-  Queue& q = (*ctx_.queues)[0];
-  bool used = false;
-  while (true) {
-    auto chain = q.pop(*ctx_.mem);
-    if (!chain) {
-      ctx_.needs_reset();
-      return;
-    }
-    if (!chain->has_value()) break;
-    const Chain& c = **chain;
+  serve_queue(ctx_, 0, [this](const Chain& c) -> uint32_t {
     uint32_t written = 0;
     uint8_t status = handle(c, &written);
     if (c.writable_bytes >= 1)
       c.write(*ctx_.mem, c.writable_bytes - 1, &status, 1);  // status is last
-    (void)q.add_used(*ctx_.mem, c.head, written + 1);
-    used = true;
-  }
-  if (used && q.needs_interrupt(*ctx_.mem)) ctx_.signal_used();
+    return written + 1;
+  });
 }
 
 std::string Block::save_state() const {

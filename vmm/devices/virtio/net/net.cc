@@ -99,27 +99,16 @@ void Net::notify(int queue) {
 }
 
 void Net::process_tx() {
-  Queue& q = (*ctx_.queues)[1];
   std::vector<uint8_t> frame;
-  bool used = false;
-  while (true) {
-    auto chain = q.pop(*ctx_.mem);
-    if (!chain) {
-      ctx_.needs_reset();
-      return;
-    }
-    if (!chain->has_value()) break;
-    const Chain& c = **chain;
+  serve_queue(ctx_, 1, [&](const Chain& c) -> uint32_t {
     if (c.readable_bytes >= kVnetHeaderBytes && c.readable_bytes <= kMaxFrameBytes) {
       frame.resize(c.readable_bytes);
       c.read(*ctx_.mem, 0, frame.data(), frame.size());  // copy out before the TAP sees it
       // The header goes through unchanged: the TAP was told its size (TUNSETVNETHDRSZ).
       if (::write(tap_.get(), frame.data(), frame.size()) >= 0) ++tx_frames_;
     }
-    (void)q.add_used(*ctx_.mem, c.head, 0);
-    used = true;
-  }
-  if (used && q.needs_interrupt(*ctx_.mem)) ctx_.signal_used();
+    return 0;  // the device wrote nothing into a tx chain
+  });
 }
 
 bool Net::deliver(const std::vector<uint8_t>& frame) {

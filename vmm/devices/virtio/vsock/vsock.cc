@@ -203,16 +203,7 @@ void Vsock::notify(int queue) {
     return;
   }
   if (queue != 1) return;
-  Queue& q = (*ctx_.queues)[1];
-  bool used = false;
-  while (true) {
-    auto chain = q.pop(*ctx_.mem);
-    if (!chain) {
-      ctx_.needs_reset();
-      return;
-    }
-    if (!chain->has_value()) break;
-    const Chain& c = **chain;
+  const bool ok_queue = serve_queue(ctx_, 1, [this](const Chain& c) -> uint32_t {
     VsockHeader h{};
     std::string payload;
     bool ok = c.read(*ctx_.mem, 0, &h, sizeof h) == sizeof h;  // copy, then check
@@ -224,12 +215,10 @@ void Vsock::notify(int queue) {
         ok = c.read(*ctx_.mem, sizeof h, payload.data(), h.len) == h.len;
       }
     }
-    (void)q.add_used(*ctx_.mem, c.head, 0);
-    used = true;
     if (ok) handle_tx_packet(h, payload);
-  }
-  if (used && q.needs_interrupt(*ctx_.mem)) ctx_.signal_used();
-  flush_rx();
+    return 0;  // the device wrote nothing into a tx chain
+  });
+  if (ok_queue) flush_rx();
 }
 
 void Vsock::handle_tx_packet(const VsockHeader& h, const std::string& payload) {

@@ -1,0 +1,437 @@
+#!/usr/bin/env bash
+# cordon against its peers, side by side in one run (issue 4, "Benchmark with peers"): the same
+# nginx TLS upstream (a test CA made here; 1 KiB and 64 KiB responses), the same transparent
+# topology, the same wrk load, for
+#   direct     the sandbox talks to nginx itself (the gateway namespace only routes): the limit
+#   cordon     `cordon serve`, transparent listener fed by nftables TPROXY, TLS intercepted,
+#              every request checked and a credential injected, audit log written
+#   squid      Squid 5 ssl_bump (Debian squid-openssl), intercepting (nftables redirect)
+#   mitmproxy  mitmdump --mode transparent, intercepting (nftables redirect)
+# plus, for cordon: new TLS connections per second (warm leaf cache, `Connection: close` on
+# every request) and RSS per idle intercepted connection with IDLE (10,000) of them open.
+#
+# Topology (design.md §6; no namespace has a route to the machine's real interfaces):
+#   sandbox 192.0.2.2 (+ 192.0.2.100-149 for the idle test) --veth-- gateway 192.0.2.1 |
+#   198.51.100.1 --veth-- internet 198.51.100.10 (nginx :443, "api.bench")
+# Everything it creates (namespaces, nft tables, /etc/netns/<ns>, processes, temp files) is
+# removed on exit, also on failure or Ctrl-C. A peer that is not installed is printed SKIPPED.
+#
+# Usage (root): bench/gateway/peers.sh PATH/TO/cordon
+#   env: DURATION=10 (s per throughput run)  CONNS=32  THREADS=2 (wrk)  LAT_DURATION=5 (s, 1 conn)
+#        IDLE=10000 (0 = skip)  PEERS="direct cordon squid mitmproxy"  GW_THREADS=2 (cordon io)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cordon=$(realpath "${1:?usage: peers.sh PATH/TO/cordon}")
+DURATION=${DURATION:-10} CONNS=${CONNS:-32} THREADS=${THREADS:-2} LAT_DURATION=${LAT_DURATION:-5}
+IDLE=${IDLE:-10000} PEERS=${PEERS:-"direct cordon squid mitmproxy"} GW_THREADS=${GW_THREADS:-2}
+[ "$(id -u)" -eq 0 ] || { echo "peers.sh: needs root (network namespaces, nftables)" >&2; exit 1; }
+for t in ip nft openssl curl wrk nginx python3; do
+  command -v "$t" >/dev/null || { echo "peers.sh: $t is not installed (scripts/install-deps.sh)" >&2; exit 1; }
+done
+ulimit -n "$(ulimit -Hn)"
+
+id=$$
+sb=cbench-sb-$id gw=cbench-gw-$id inet=cbench-in-$id
+tmp=$(mktemp -d /tmp/cordon-peers.XXXXXX)
+chmod 755 "$tmp"  # nginx workers (www-data) and squid (proxy) read their files here
+pids=()
+cleanup() {
+  local rc=$?
+  set +e
+  for pid in "${pids[@]}"; do kill_wait "$pid"; done
+  # Deleting a namespace removes its veths, addresses, routes and nft tables with it.
+  for ns in "$sb" "$gw" "$inet"; do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "/etc/netns/$sb" "/etc/netns/$gw" "$tmp"
+  rmdir /etc/netns 2>/dev/null
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+die() { echo "peers.sh: $*" >&2; exit 1; }
+note() { echo "-- $*" >&2; }
+# (Background processes are started with `ip netns exec` itself, which execs, so that $! is the
+# process to stop; a shell function run with & would be a subshell that outlives nothing.)
+in_sb() { ip netns exec "$sb" "$@"; }
+in_gw() { ip netns exec "$gw" "$@"; }
+wait_port() {  # wait_port NS ADDR:PORT: until something accepts there (max 10 s)
+  for _ in $(seq 100); do
+    ip netns exec "$1" bash -c "exec 3<>/dev/tcp/${2%:*}/${2##*:}" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+kill_wait() {  # kill_wait PID: SIGTERM, then SIGKILL after 5 s
+  kill "$1" 2>/dev/null || return 0
+  for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
+# ---- namespaces --------------------------------------------------------------------------------
+note "namespaces $sb -> $gw -> $inet"
+ip netns add "$sb"; ip netns add "$gw"; ip netns add "$inet"
+ip -n "$sb" link add v-sb type veth peer name v-gw-sb netns "$gw"
+ip -n "$gw" link add v-gw-in type veth peer name v-in netns "$inet"
+ip -n "$sb" addr add 192.0.2.2/24 dev v-sb
+idle_sources=()
+for i in $(seq 100 149); do
+  ip -n "$sb" addr add "192.0.2.$i/24" dev v-sb
+  idle_sources+=("192.0.2.$i")
+done
+ip -n "$gw" addr add 192.0.2.1/24 dev v-gw-sb
+ip -n "$gw" addr add 198.51.100.1/24 dev v-gw-in
+ip -n "$inet" addr add 198.51.100.10/24 dev v-in
+for l in "$sb lo" "$sb v-sb" "$gw lo" "$gw v-gw-sb" "$gw v-gw-in" "$inet lo" "$inet v-in"; do
+  set -- $l; ip -n "$1" link set "$2" up
+done
+ip -n "$sb" route add default via 192.0.2.1
+ip -n "$inet" route add 192.0.2.0/24 via 198.51.100.1  # replies for the direct runs
+in_gw sysctl -qw net.ipv4.ip_forward=1                 # direct runs are routed, not proxied
+ip -n "$gw" rule add fwmark 0x1 lookup 100             # TPROXY'd packets are delivered locally
+ip -n "$gw" route add local 0.0.0.0/0 dev lo table 100
+# Names: `ip netns exec` bind-mounts /etc/netns/NAME/hosts over /etc/hosts.
+for ns in "$sb" "$gw"; do
+  mkdir -p "/etc/netns/$ns"
+  printf '127.0.0.1 localhost\n198.51.100.10 api.bench\n' >"/etc/netns/$ns/hosts"
+done
+
+# ---- upstream: nginx over TLS with a test CA -----------------------------------------------------
+note "test CA and nginx upstream"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+  -subj '/CN=bench internet CA' -keyout "$tmp/up-ca.key" -out "$tmp/up-ca.pem" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj '/CN=api.bench' \
+  -keyout "$tmp/up.key" -out "$tmp/up.csr" 2>/dev/null
+printf 'subjectAltName=DNS:api.bench\n' >"$tmp/up.ext"
+openssl x509 -req -in "$tmp/up.csr" -CA "$tmp/up-ca.pem" -CAkey "$tmp/up-ca.key" -CAcreateserial \
+  -days 1 -extfile "$tmp/up.ext" -out "$tmp/up.pem" 2>/dev/null
+mkdir -p "$tmp/www"
+head -c 1024 /dev/zero | tr '\0' a >"$tmp/www/1k"
+head -c 65536 /dev/zero | tr '\0' b >"$tmp/www/64k"
+chmod 644 "$tmp/www/"*; chmod 755 "$tmp/www"
+cat >"$tmp/nginx.conf" <<EOF
+worker_processes 2;
+pid $tmp/nginx.pid;
+error_log $tmp/nginx.err warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 10000000;
+  keepalive_timeout 300s;
+  default_type application/octet-stream;
+  client_body_temp_path $tmp/nginx-tmp;
+  proxy_temp_path $tmp/nginx-tmp; fastcgi_temp_path $tmp/nginx-tmp;
+  uwsgi_temp_path $tmp/nginx-tmp; scgi_temp_path $tmp/nginx-tmp;
+  server {
+    listen 198.51.100.10:443 ssl;
+    server_name api.bench;
+    ssl_certificate $tmp/up.pem;
+    ssl_certificate_key $tmp/up.key;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache shared:bench:4m;
+    root $tmp/www;
+  }
+}
+EOF
+ip netns exec "$inet" nginx -c "$tmp/nginx.conf" -g 'daemon off;' 2>"$tmp/nginx.log" &
+pids+=($!)
+wait_port "$inet" 198.51.100.10:443 || die "nginx did not start: $(cat "$tmp/nginx.log" "$tmp/nginx.err" 2>/dev/null)"
+
+# ---- cordon state: CA, vault secret, sandboxes, rules ----------------------------------------------
+export CORDON_HOME=$tmp/cordon
+"$cordon" init >"$tmp/cordon-init.log" 2>&1 || die "cordon init: $(cat "$tmp/cordon-init.log")"
+printf 'bench-secret-value-0123456789' | "$cordon" vault put bench-key --stdin >/dev/null 2>&1 ||
+  die "cordon vault put"
+"$cordon" sandbox register sb-main --profile bench --address 192.0.2.2 >/dev/null 2>&1 ||
+  die "cordon sandbox register"
+# The idle test spreads its connections over 50 sandboxes (the per-sandbox connection limit,
+# 256 by default, is a fairness limit: each sandbox stays under it, none is raised).
+for i in $(seq 100 149); do
+  "$cordon" sandbox register "sb-idle-$i" --profile bench --address "192.0.2.$i" >/dev/null 2>&1 ||
+    die "cordon sandbox register sb-idle-$i"
+done
+"$cordon" ca export >"$tmp/cordon-ca.pem"
+cat >"$tmp/rules.yaml" <<'EOF'
+version: 1
+credentials:
+  - {name: bench, secret: bench-key, inject: {header: Authorization, format: "Bearer {secret}"}}
+destinations:
+  - id: api
+    hosts: [api.bench]
+    routes:
+      - {id: files, methods: [GET], path: {prefix: /}, credential: bench}
+profiles:
+  bench: {destinations: [api]}
+EOF
+cordon_pid=""
+start_cordon() {
+  ip netns exec "$gw" "$cordon" serve --rules "$tmp/rules.yaml" --transparent-listen 127.0.0.1:15001 \
+    --admin-listen 127.0.0.1:15002 --resolve api.bench=198.51.100.10 \
+    --upstream-ca "$tmp/up-ca.pem" --no-system-trust --threads "$GW_THREADS" 2>>"$tmp/serve.log" &
+  cordon_pid=$!
+  pids+=("$cordon_pid")
+  wait_port "$gw" 127.0.0.1:15002 || die "cordon serve did not start: $(cat "$tmp/serve.log")"
+}
+stop_cordon() { kill_wait "$cordon_pid"; cordon_pid=""; }
+
+# ---- steering ----------------------------------------------------------------------------------
+steer_tproxy() {  # steer_tproxy PORT: sandbox TCP 443 -> 127.0.0.1:PORT (IP_TRANSPARENT listener)
+  in_gw nft -f - <<EOF
+table ip bench_steer {
+  chain pre { type filter hook prerouting priority mangle;
+    iifname "v-gw-sb" meta l4proto tcp tcp dport 443 tproxy to 127.0.0.1:$1 meta mark set 1 accept; }
+  chain forward_drop { type filter hook forward priority 0; iifname "v-gw-sb" drop; }
+}
+EOF
+}
+steer_redirect() {  # steer_redirect PORT: sandbox TCP 443 -> local PORT via NAT (SO_ORIGINAL_DST)
+  in_gw nft -f - <<EOF
+table ip bench_steer {
+  chain pre { type nat hook prerouting priority dstnat;
+    iifname "v-gw-sb" tcp dport 443 redirect to :$1; }
+  chain forward_drop { type filter hook forward priority 0; iifname "v-gw-sb" drop; }
+}
+EOF
+}
+unsteer() { in_gw nft delete table ip bench_steer 2>/dev/null || true; }
+
+# ---- measurement -------------------------------------------------------------------------------
+declare -A RPS MBS P50 P99 LAT SKIP
+to_us() {  # wrk duration ("812.00us", "1.20ms", "2.00s") -> microseconds
+  awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) m = 1; else if (v ~ /ms$/) m = 1000;
+    else if (v ~ /s$/) m = 1000000; else m = 1; printf "%.0f", n * m }'
+}
+to_mbs() {  # wrk transfer ("12.3MB") -> MB/s
+  awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /GB$/) m = 1024; else if (v ~ /MB$/) m = 1;
+    else if (v ~ /KB$/) m = 1 / 1024; else m = 1 / 1048576; printf "%.1f", n * m }'
+}
+wrk_run() {  # wrk_run OUTFILE CONNS THREADS SECONDS URL [wrk args...]
+  local out=$1 c=$2 t=$3 d=$4 url=$5; shift 5
+  in_sb wrk -t"$t" -c"$c" -d"${d}s" --latency "$@" "$url" >"$out" 2>&1 || true
+}
+check_path() {  # check_path NAME CA: one request with the CA the answer must chain to
+  local got
+  got=$(in_sb curl -s -o /dev/null -w '%{http_code} %{size_download}' --max-time 10 \
+    --cacert "$2" https://api.bench/1k || true)
+  [ "$got" = "200 1024" ] || die "$1: a check request through the path failed ($got)"
+}
+measure() {  # measure NAME: throughput (CONNS) and latency (1 connection) for both sizes
+  local name=$1 size f
+  for size in 1k 64k; do
+    f="$tmp/wrk-$name-$size"
+    wrk_run "$f" "$CONNS" "$THREADS" "$DURATION" "https://api.bench/$size"
+    wrk_run "$f.lat" 1 1 "$LAT_DURATION" "https://api.bench/$size"
+    RPS[$name,$size]=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$f")
+    MBS[$name,$size]=$(to_mbs "$(awk '/^Transfer\/sec:/ { print $2 }' "$f")")
+    P50[$name,$size]=$(to_us "$(awk '$1 == "50%" { print $2 }' "$f")")
+    P99[$name,$size]=$(to_us "$(awk '$1 == "99%" { print $2 }' "$f")")
+    LAT[$name,$size]=$(to_us "$(awk '$1 == "50%" { print $2 }' "$f.lat")")
+    if grep -q "Non-2xx\|Socket errors" "$f"; then
+      note "$name $size: $(grep -h "Non-2xx\|Socket errors" "$f" | tr '\n' ' ')"
+    fi
+    [ -n "${RPS[$name,$size]}" ] || { note "$name $size: wrk failed: $(tail -3 "$f")"; RPS[$name,$size]=0; }
+    note "$name $size: ${RPS[$name,$size]} req/s, ${MBS[$name,$size]} MB/s, p50 ${P50[$name,$size]} us (c=$CONNS), p50 ${LAT[$name,$size]} us (c=1)"
+  done
+}
+
+run_direct() {
+  check_path direct "$tmp/up-ca.pem"
+  measure direct
+  # New TLS connections per second, without a proxy, for reference.
+  wrk_run "$tmp/wrk-direct-conn" "$CONNS" "$THREADS" "$DURATION" https://api.bench/1k \
+    -H "Connection: close"
+  CONN_DIRECT=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$tmp/wrk-direct-conn")
+}
+
+run_cordon() {
+  start_cordon
+  steer_tproxy 15001
+  check_path cordon "$tmp/cordon-ca.pem"
+  measure cordon
+  wrk_run "$tmp/wrk-cordon-conn" "$CONNS" "$THREADS" "$DURATION" https://api.bench/1k \
+    -H "Connection: close"
+  CONN_CORDON=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$tmp/wrk-cordon-conn")
+  note "cordon: $CONN_CORDON new TLS connections/s (direct: $CONN_DIRECT)"
+  in_gw curl -s http://127.0.0.1:15002/metrics >"$tmp/cordon-metrics.txt" || true
+  unsteer
+  stop_cordon
+}
+
+run_squid() {
+  if ! command -v squid >/dev/null || [ ! -x /usr/lib/squid/security_file_certgen ] ||
+    ! squid -v | grep -q -- '--with-openssl'; then
+    SKIP[squid]="squid-openssl not installed"; return
+  fi
+  local d=$tmp/squid
+  mkdir -p "$d"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+    -subj '/CN=squid bench CA' -keyout "$d/ca.key" -out "$d/ca.pem" 2>/dev/null
+  /usr/lib/squid/security_file_certgen -c -s "$d/ssl_db" -M 16MB >/dev/null
+  cat >"$d/squid.conf" <<EOF
+http_port 127.0.0.1:3128
+https_port 3130 intercept ssl-bump tls-cert=$d/ca.pem tls-key=$d/ca.key generate-host-certificates=on dynamic_cert_mem_cache_size=16MB
+sslcrtd_program /usr/lib/squid/security_file_certgen -s $d/ssl_db -M 16MB
+sslcrtd_children 4
+acl step1 at_step SslBump1
+ssl_bump peek step1
+ssl_bump bump all
+tls_outgoing_options cafile=$tmp/up-ca.pem
+http_access allow all
+cache deny all
+cache_mem 8 MB
+hosts_file /etc/hosts
+dns_nameservers 127.0.0.1
+access_log none
+cache_log $d/cache.log
+pid_filename $d/squid.pid
+coredump_dir $d
+cache_effective_user proxy
+workers 1
+shutdown_lifetime 0 seconds
+EOF
+  chown -R proxy:proxy "$d"
+  ip netns exec "$gw" squid -N -f "$d/squid.conf" 2>"$d/stderr.log" &
+  local pid=$!
+  pids+=("$pid")
+  if ! wait_port "$gw" 127.0.0.1:3128; then
+    SKIP[squid]="squid did not start (see its cache.log)"; kill_wait "$pid"; return
+  fi
+  steer_redirect 3130
+  check_path squid "$d/ca.pem"
+  measure squid
+  unsteer
+  kill_wait "$pid"
+}
+
+run_mitmproxy() {
+  if ! command -v mitmdump >/dev/null; then SKIP[mitmproxy]="mitmproxy not installed"; return; fi
+  local d=$tmp/mitm
+  mkdir -p "$d"
+  ip netns exec "$gw" mitmdump --mode transparent --listen-port 8080 --set confdir="$d" \
+    --set ssl_verify_upstream_trusted_ca="$tmp/up-ca.pem" --set block_global=false \
+    --set connection_strategy=lazy -q >"$d/log" 2>&1 &
+  local pid=$!
+  pids+=("$pid")
+  if ! wait_port "$gw" 127.0.0.1:8080; then
+    SKIP[mitmproxy]="mitmdump did not start: $(tail -1 "$d/log")"; kill_wait "$pid"; return
+  fi
+  steer_redirect 8080
+  check_path mitmproxy "$d/mitmproxy-ca-cert.pem"
+  measure mitmproxy
+  unsteer
+  kill_wait "$pid"
+}
+
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+run_idle() {  # a fresh cordon, IDLE intercepted connections held open, RSS per connection
+  IDLE_PER=""
+  [ "$IDLE" -gt 0 ] || return 0
+  start_cordon
+  steer_tproxy 15001
+  check_path cordon-idle "$tmp/cordon-ca.pem"
+  local serve_pid=$cordon_pid  # `ip netns exec` execs: the same process
+  local before after client
+  before=$(rss_kib "$serve_pid")
+  ip netns exec "$sb" python3 "$here/idle_conns.py" --addr 198.51.100.10 --host api.bench \
+    --ca "$tmp/cordon-ca.pem" --count "$IDLE" --sources "$(IFS=,; echo "${idle_sources[*]}")" \
+    >"$tmp/idle.out" 2>"$tmp/idle.err" &
+  client=$!
+  pids+=("$client")
+  for _ in $(seq 1200); do
+    grep -q '^open' "$tmp/idle.out" 2>/dev/null && break
+    kill -0 "$client" 2>/dev/null || break
+    sleep 0.25
+  done
+  sleep 1  # let the gateway settle (all handshakes done, buffers released)
+  after=$(rss_kib "$serve_pid")
+  IDLE_OPEN=$(awk '/^open/ { print $2 }' "$tmp/idle.out")
+  IDLE_FAILED=$(awk '/^open/ { print $4 }' "$tmp/idle.out")
+  IDLE_ACTIVE=$(in_gw curl -s http://127.0.0.1:15002/metrics | awk '$1 == "cordon_connections_active" { print $2 }')
+  if [ -n "$IDLE_OPEN" ] && [ "$IDLE_OPEN" -gt 0 ]; then
+    IDLE_PER=$(awk -v a="$after" -v b="$before" -v n="$IDLE_OPEN" 'BEGIN { printf "%.1f", (a - b) / n }')
+  fi
+  IDLE_RSS="$before KiB -> $after KiB"
+  note "idle: ${IDLE_OPEN:-0} open (${IDLE_FAILED:-?} failed; gateway says $IDLE_ACTIVE active), RSS $IDLE_RSS"
+  [ -s "$tmp/idle.err" ] && note "idle client: $(head -5 "$tmp/idle.err")"
+  kill_wait "$client"
+  unsteer
+  stop_cordon
+}
+
+CONN_DIRECT=0 CONN_CORDON=0
+for p in $PEERS; do
+  note "== $p"
+  case $p in
+    direct) run_direct ;;
+    cordon) run_cordon ;;
+    squid) run_squid ;;
+    mitmproxy) run_mitmproxy ;;
+    *) die "unknown peer $p" ;;
+  esac
+done
+run_idle
+
+# ---- table -------------------------------------------------------------------------------------
+printf '\ncordon peers benchmark: keep-alive HTTPS GET through each path, wrk %s threads, %s connections, %s s\n' \
+  "$THREADS" "$CONNS" "$DURATION"
+printf 'latency (c=1): one connection, %s s; %s cores; load average before: %s\n\n' \
+  "$LAT_DURATION" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+cols=(direct cordon squid mitmproxy)
+printf '%-26s' ""; for c in "${cols[@]}"; do printf '%14s' "$c"; done; printf '\n'
+row() {  # row LABEL FUNC
+  printf '%-26s' "$1"
+  for c in "${cols[@]}"; do
+    if [ -n "${SKIP[$c]:-}" ] || ! [[ " $PEERS " == *" $c "* ]]; then printf '%14s' SKIPPED; continue; fi
+    printf '%14s' "$($2 "$c")"
+  done
+  printf '\n'
+}
+for size in 1k 64k; do
+  label=$([ $size = 1k ] && echo "1 KiB" || echo "64 KiB")
+  f_rps() { echo "${RPS[$1,$size]:-0}"; }
+  f_ratio() {
+    awk -v a="${RPS[$1,$size]:-0}" -v b="${RPS[direct,$size]:-0}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'
+  }
+  f_mbs() { echo "${MBS[$1,$size]:-0}"; }
+  f_p50() { echo "${P50[$1,$size]:-0}"; }
+  f_p99() { echo "${P99[$1,$size]:-0}"; }
+  f_lat() { echo "${LAT[$1,$size]:-0}"; }
+  f_added() {
+    if [ "$1" = direct ]; then echo "-"; else echo $(( ${LAT[$1,$size]:-0} - ${LAT[direct,$size]:-0} )); fi
+  }
+  row "$label req/s" f_rps
+  row "$label ratio to direct" f_ratio
+  row "$label MB/s" f_mbs
+  row "$label p50 us (c=$CONNS)" f_p50
+  row "$label p99 us (c=$CONNS)" f_p99
+  row "$label p50 us (c=1)" f_lat
+  row "$label added p50 us (c=1)" f_added
+done
+for c in "${cols[@]}"; do [ -n "${SKIP[$c]:-}" ] && printf '%s: SKIPPED (%s)\n' "$c" "${SKIP[$c]}"; done
+printf '\nnew TLS connections/s (Connection: close, warm leaf cache): cordon %s, direct %s\n' \
+  "$CONN_CORDON" "$CONN_DIRECT"
+if [ "$IDLE" -gt 0 ]; then
+  printf 'idle intercepted connections: %s open (%s failed), cordon RSS %s = %s KiB per connection\n' \
+    "${IDLE_OPEN:-0}" "${IDLE_FAILED:-?}" "${IDLE_RSS:-?}" "${IDLE_PER:-?}"
+fi
+
+# ---- goals (issue 4) -----------------------------------------------------------------------------
+verdict() { if awk "BEGIN { exit !($1) }"; then echo PASS; else echo FAIL; fi; }
+printf '\ngoals:\n'
+if [[ " $PEERS " == *" cordon "* && " $PEERS " == *" direct "* ]]; then
+  for size in 1k 64k; do
+    r=$(awk -v a="${RPS[cordon,$size]:-0}" -v b="${RPS[direct,$size]:-1}" 'BEGIN { printf "%.2f", a / b }')
+    printf '  cordon >= 0.50x direct throughput, %-4s %6sx  %s\n' "$size" "$r" "$(verdict "$r >= 0.5")"
+    a=$(( ${LAT[cordon,$size]:-0} - ${LAT[direct,$size]:-0} ))
+    printf '  added median latency < 150 us,    %-4s %6s us %s\n' "$size" "$a" "$(verdict "$a < 150")"
+  done
+fi
+if [[ " $PEERS " == *" squid "* && -z "${SKIP[squid]:-}" ]]; then
+  for size in 1k 64k; do
+    r=$(awk -v a="${RPS[cordon,$size]:-0}" -v b="${RPS[squid,$size]:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print 0 }')
+    printf '  cordon >= 3x squid,               %-4s %6sx  %s\n' "$size" "$r" "$(verdict "$r >= 3")"
+  done
+fi
+if [ -n "${IDLE_PER:-}" ]; then
+  printf '  idle connection < 64 KiB RSS,          %6s KiB %s\n' "$IDLE_PER" \
+    "$(verdict "$IDLE_PER < 64 && ${IDLE_OPEN:-0} >= $IDLE")"
+fi

@@ -1,0 +1,521 @@
+// The gateway's DNS responder; see dns_responder.h for what it answers, owns and trusts.
+#include "gateway/dns_responder.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "gateway/stages/limits.h"
+
+namespace cordon::gateway {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using asio::ip::udp;
+using boost::system::error_code;
+
+namespace {
+
+std::string raw_address(const std::string& text, int family) {
+  unsigned char buf[16];
+  if (text.empty() || inet_pton(family, text.c_str(), buf) != 1) return {};
+  return std::string(reinterpret_cast<char*>(buf), family == AF_INET ? 4 : 16);
+}
+
+double entropy_bits(std::string_view label) {
+  int counts[256] = {};
+  for (unsigned char c : label) counts[c]++;
+  double h = 0;
+  double n = static_cast<double>(label.size());
+  for (int c : counts) {
+    if (c == 0) continue;
+    double p = c / n;
+    h -= p * std::log2(p);
+  }
+  return h;
+}
+
+std::string sockaddr_text(const sockaddr_storage& ss, uint16_t* port) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET) {
+    auto* s = reinterpret_cast<const sockaddr_in*>(&ss);
+    inet_ntop(AF_INET, &s->sin_addr, buf, sizeof buf);
+    if (port) *port = ntohs(s->sin_port);
+  } else if (ss.ss_family == AF_INET6) {
+    auto* s = reinterpret_cast<const sockaddr_in6*>(&ss);
+    // An IPv4-mapped source (dual-stack socket) is the IPv4 sandbox it stands for.
+    if (IN6_IS_ADDR_V4MAPPED(&s->sin6_addr))
+      inet_ntop(AF_INET, &s->sin6_addr.s6_addr[12], buf, sizeof buf);
+    else
+      inet_ntop(AF_INET6, &s->sin6_addr, buf, sizeof buf);
+    if (port) *port = ntohs(s->sin6_port);
+  }
+  return buf;
+}
+
+std::string with_port(const std::string& ip, uint16_t port) {
+  return ip.find(':') != std::string::npos ? "[" + ip + "]:" + std::to_string(port)
+                                           : ip + ":" + std::to_string(port);
+}
+
+std::string qtype_name(uint16_t t) {
+  switch (t) {
+    case 1:
+      return "A";
+    case 28:
+      return "AAAA";
+    case 16:
+      return "TXT";
+    case 10:
+      return "NULL";
+    case 255:
+      return "ANY";
+    case 15:
+      return "MX";
+    case 33:
+      return "SRV";
+    case 5:
+      return "CNAME";
+    case 12:
+      return "PTR";
+    case 65:
+      return "HTTPS";
+    default:
+      return "TYPE" + std::to_string(t);
+  }
+}
+
+Result<udp::endpoint> parse_addr(const std::string& addr) {
+  size_t colon = addr.rfind(':');
+  if (colon == std::string::npos) return fail("dns listen '" + addr + "': expected ADDR:PORT");
+  std::string host = addr.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  error_code ec;
+  auto a = asio::ip::make_address(host, ec);
+  if (ec) return fail("dns listen '" + addr + "': bad IP address");
+  char* end = nullptr;
+  long port = std::strtol(addr.c_str() + colon + 1, &end, 10);
+  if (*end != '\0' || port < 0 || port > 65535) return fail("dns listen '" + addr + "': bad port");
+  return udp::endpoint(a, static_cast<uint16_t>(port));
+}
+
+Status set_transparent(int fd, bool v6, const std::string& what) {
+  int one = 1;
+  int rc = v6 ? setsockopt(fd, SOL_IPV6, IPV6_TRANSPARENT, &one, sizeof one)
+              : setsockopt(fd, SOL_IP, IP_TRANSPARENT, &one, sizeof one);
+  if (rc != 0)
+    return fail(what + ": IP_TRANSPARENT: " + std::strerror(errno) + " (needs CAP_NET_ADMIN)");
+  return {};
+}
+
+}  // namespace
+
+bool looks_like_tunnel(std::string_view name) {
+  if (name.size() > kMaxPlainDnsNameBytes) return true;
+  size_t labels = 0;
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t dot = name.find('.', start);
+    if (dot == std::string_view::npos) dot = name.size();
+    std::string_view label = name.substr(start, dot - start);
+    ++labels;
+    if (label.size() > kMaxPlainDnsLabelBytes) return true;
+    if (label.size() >= kRandomCheckMinLabelBytes) {
+      size_t digits = 0;
+      for (char c : label) digits += (c >= '0' && c <= '9');
+      if (entropy_bits(label) >= kMaxPlainLabelEntropyBits || digits * 10 >= label.size() * 3)
+        return true;
+    }
+    start = dot + 1;
+  }
+  return labels > kMaxPlainDnsLabels;
+}
+
+DnsVerdict decide_dns(const DnsQuery& q, std::string_view source_ip,
+                      const SandboxDirectory& sandboxes, const DnsPolicy* policy,
+                      const DnsResponderOptions& options) {
+  DnsVerdict v;
+  v.audit = true;
+  auto sb = sandboxes.by_address(source_ip);
+  if (!sb) {
+    v.reason = "unknown_sandbox";
+    return v;
+  }
+  v.sandbox = sb->id;
+  if (!policy) {
+    v.reason = "policy_not_loaded";
+    return v;
+  }
+  if (q.qclass != 1 || (q.qtype != dns_type::kA && q.qtype != dns_type::kAAAA)) {
+    v.reason = "dns_type_refused";
+    return v;
+  }
+  if (looks_like_tunnel(q.name)) {
+    v.reason = "dns_tunnel_shape";
+    return v;
+  }
+  if (q.name.empty() || !policy->host_reachable(sb->profile, q.name)) {
+    v.reason = "dns_unlisted";
+    v.rcode = policy->unlisted_refused() ? DnsRcode::kRefused : DnsRcode::kNxDomain;
+    return v;
+  }
+  v.audit = false;
+  v.reason = "answered";
+  v.rcode = DnsRcode::kNoError;
+  std::string a = q.qtype == dns_type::kA ? raw_address(options.synthetic_ipv4, AF_INET)
+                                          : raw_address(options.synthetic_ipv6, AF_INET6);
+  if (!a.empty()) v.addresses.push_back(std::move(a));
+  return v;
+}
+
+std::string answer_dns_packet(std::string_view packet, std::string_view source_ip,
+                              const SandboxDirectory& sandboxes, const DnsPolicy* policy,
+                              const DnsResponderOptions& options, DnsVerdict* verdict,
+                              std::string* qname, uint16_t* qtype) {
+  DnsVerdict local;
+  DnsVerdict& v = verdict ? *verdict : local;
+  if (packet.size() > kMaxDnsQueryBytes) packet = packet.substr(0, kMaxDnsQueryBytes);
+  auto q = parse_dns_query(packet);
+  if (!q) {
+    v = DnsVerdict{};
+    v.reason = "malformed";
+    v.rcode = static_cast<DnsRcode>(q.error().code ? q.error().code : int(DnsRcode::kFormErr));
+    auto id = dns_message_id(packet);
+    // Never answer a response (QR set): two responders could otherwise ping-pong forever.
+    if (!id || (packet.size() > 2 && (uint8_t(packet[2]) & 0x80))) return {};
+    return build_dns_error(*id, v.rcode);
+  }
+  if (qname) *qname = q->name;
+  if (qtype) *qtype = q->qtype;
+  v = decide_dns(*q, source_ip, sandboxes, policy, options);
+  return build_dns_response(*q, v.rcode, v.addresses, options.ttl_seconds);
+}
+
+// ---- sockets ----------------------------------------------------------------------------------
+
+struct DnsResponder::Impl : std::enable_shared_from_this<DnsResponder::Impl> {
+  asio::io_context& io;
+  DnsResponderOptions options;
+  std::shared_ptr<SandboxDirectory> sandboxes;
+  std::shared_ptr<AuditSink> audit;
+  mutable std::mutex policy_mu;
+  std::shared_ptr<const DnsPolicy> policy;
+  struct Bound {
+    std::unique_ptr<udp::socket> udp_socket;
+    std::unique_ptr<tcp::acceptor> tcp_acceptor;
+    bool v6 = false;
+  };
+  std::vector<Bound> bound;
+  std::atomic<bool> stopping{false};
+  std::atomic<uint32_t> tcp_open{0};
+  std::atomic<uint64_t> n_queries{0}, n_answered{0}, n_refused{0}, n_nxdomain{0}, n_malformed{0};
+
+  explicit Impl(asio::io_context& ctx) : io(ctx) {}
+
+  std::shared_ptr<const DnsPolicy> current_policy() const {
+    std::lock_guard lk(policy_mu);
+    return policy;
+  }
+
+  // Answers one query and audits it; returns the bytes to send (maybe empty).
+  std::string handle(std::string_view packet, const std::string& src_ip, uint16_t src_port,
+                     const std::string& dst, const char* transport) {
+    n_queries++;
+    auto pol = current_policy();
+    DnsVerdict v;
+    std::string qname;
+    uint16_t qtype = 0;
+    std::string out =
+        answer_dns_packet(packet, src_ip, *sandboxes, pol.get(), options, &v, &qname, &qtype);
+    if (v.reason == "malformed") n_malformed++;
+    if (v.rcode == DnsRcode::kNoError) n_answered++;
+    if (v.rcode == DnsRcode::kRefused) n_refused++;
+    if (v.rcode == DnsRcode::kNxDomain) n_nxdomain++;
+    if (v.audit || v.reason == "malformed") {
+      AuditRecord r;
+      r.kind = "dns";
+      r.sandbox = v.sandbox;
+      r.src = with_port(src_ip, src_port);
+      r.dst = dst;
+      r.host = qname.substr(0, 255);
+      r.method = qtype ? qtype_name(qtype) : "";
+      r.path = transport;
+      r.decision = "deny";
+      r.reason = v.reason;
+      r.rule = v.reason == "dns_unlisted" ? "dns.unlisted" : "dns";
+      (void)audit->append(r);  // the answer is a refusal either way
+    }
+    return out;
+  }
+
+  asio::awaitable<void> udp_loop(udp::socket& sock) {
+    auto self = shared_from_this();
+    std::vector<char> buf(kMaxDnsQueryBytes + 1);
+    while (!stopping) {
+      error_code ec;
+      co_await sock.async_wait(udp::socket::wait_read,
+                               asio::redirect_error(asio::use_awaitable, ec));
+      if (ec || stopping) co_return;
+      // Drain what is queued without blocking.
+      for (int i = 0; i < 64; ++i) {
+        sockaddr_storage peer{};
+        iovec iov{buf.data(), buf.size()};
+        alignas(cmsghdr) char control[256];
+        msghdr msg{};
+        msg.msg_name = &peer;
+        msg.msg_namelen = sizeof peer;
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        ssize_t n = ::recvmsg(sock.native_handle(), &msg, MSG_DONTWAIT);
+        if (n < 0) break;
+        // The original destination: the address the sandbox sent to, which the answer must
+        // come from (else the sandbox's resolver drops it).
+        sockaddr_storage orig{};
+        bool have_orig = false;
+        for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+          if ((c->cmsg_level == SOL_IP && c->cmsg_type == IP_ORIGDSTADDR) ||
+              (c->cmsg_level == SOL_IPV6 && c->cmsg_type == IPV6_ORIGDSTADDR)) {
+            size_t len = c->cmsg_len - CMSG_LEN(0);
+            std::memcpy(&orig, CMSG_DATA(c), std::min(len, sizeof orig));
+            have_orig = true;
+          }
+        }
+        if (msg.msg_flags & MSG_TRUNC) {  // over kMaxDnsQueryBytes: not a query we take
+          n_malformed++;
+          continue;
+        }
+        uint16_t sport = 0, dport = 0;
+        std::string src_ip = sockaddr_text(peer, &sport);
+        std::string dst_ip = have_orig ? sockaddr_text(orig, &dport) : "";
+        std::string reply = handle(std::string_view(buf.data(), static_cast<size_t>(n)), src_ip,
+                                   sport, have_orig ? with_port(dst_ip, dport) : "", "udp");
+        if (reply.empty()) continue;
+        send_reply(sock, peer, msg.msg_namelen, have_orig ? &orig : nullptr, reply);
+      }
+    }
+  }
+
+  static void send_reply(udp::socket& sock, sockaddr_storage& peer, socklen_t peer_len,
+                         const sockaddr_storage* orig, const std::string& reply) {
+    iovec iov{const_cast<char*>(reply.data()), reply.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(in6_pktinfo))] = {};
+    msghdr msg{};
+    msg.msg_name = &peer;
+    msg.msg_namelen = peer_len;
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (orig && orig->ss_family == AF_INET && peer.ss_family == AF_INET) {
+      msg.msg_control = control;
+      msg.msg_controllen = CMSG_SPACE(sizeof(in_pktinfo));
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_IP;
+      c->cmsg_type = IP_PKTINFO;
+      c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
+      in_pktinfo pi{};
+      pi.ipi_spec_dst = reinterpret_cast<const sockaddr_in*>(orig)->sin_addr;
+      std::memcpy(CMSG_DATA(c), &pi, sizeof pi);
+    } else if (orig && orig->ss_family == AF_INET6 && peer.ss_family == AF_INET6) {
+      msg.msg_control = control;
+      msg.msg_controllen = CMSG_SPACE(sizeof(in6_pktinfo));
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_IPV6;
+      c->cmsg_type = IPV6_PKTINFO;
+      c->cmsg_len = CMSG_LEN(sizeof(in6_pktinfo));
+      in6_pktinfo pi{};
+      pi.ipi6_addr = reinterpret_cast<const sockaddr_in6*>(orig)->sin6_addr;
+      std::memcpy(CMSG_DATA(c), &pi, sizeof pi);
+    }
+    // UDP: a full socket buffer loses the answer, as a lost packet would; the client retries.
+    (void)::sendmsg(sock.native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+
+  asio::awaitable<void> tcp_accept_loop(tcp::acceptor& acc) {
+    auto self = shared_from_this();
+    while (!stopping) {
+      error_code ec;
+      tcp::socket s = co_await acc.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        if (ec == asio::error::operation_aborted || !acc.is_open()) co_return;
+        continue;
+      }
+      if (tcp_open.load() >= options.tcp_max_connections) {
+        s.close(ec);
+        continue;
+      }
+      tcp_open++;
+      asio::co_spawn(io, tcp_session(std::move(s)), asio::detached);
+    }
+  }
+
+  asio::awaitable<void> tcp_session(tcp::socket s) {
+    auto self = shared_from_this();
+    struct Release {
+      Impl* impl;
+      ~Release() { impl->tcp_open--; }
+    } release{this};
+    error_code ec;
+    auto peer = s.remote_endpoint(ec);
+    auto local = s.local_endpoint(ec);  // the original destination (IP_TRANSPARENT)
+    std::string src_ip = peer.address().is_v6() && peer.address().to_v6().is_v4_mapped()
+                             ? peer.address().to_v6().to_v4().to_string()
+                             : peer.address().to_string();
+    std::string dst = with_port(local.address().to_string(), local.port());
+    asio::steady_timer timer(s.get_executor());
+    bool timed_out = false;
+    for (uint32_t served = 0; served < options.tcp_max_queries && !stopping; ++served) {
+      // One deadline per query: the length prefix and the message must arrive in time.
+      timer.expires_after(std::chrono::milliseconds(options.tcp_idle_timeout_ms));
+      timer.async_wait([&s, &timed_out](error_code e) {
+        if (!e) {
+          timed_out = true;
+          error_code ignored;
+          s.close(ignored);
+        }
+      });
+      unsigned char len_buf[2];
+      co_await asio::async_read(s, asio::buffer(len_buf),
+                                asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) break;
+      size_t len = (size_t{len_buf[0]} << 8) | len_buf[1];
+      if (len == 0 || len > kMaxDnsQueryBytes) break;
+      std::string msg(len, '\0');
+      co_await asio::async_read(s, asio::buffer(msg),
+                                asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) break;
+      timer.cancel();
+      std::string reply = handle(msg, src_ip, peer.port(), dst, "tcp");
+      if (reply.empty()) break;
+      std::string framed;
+      framed += static_cast<char>((reply.size() >> 8) & 0xff);
+      framed += static_cast<char>(reply.size() & 0xff);
+      framed += reply;
+      co_await asio::async_write(s, asio::buffer(framed),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) break;
+    }
+    timer.cancel();
+    (void)timed_out;
+    s.close(ec);
+  }
+};
+
+DnsResponder::DnsResponder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+DnsResponder::~DnsResponder() {
+  stop();
+}
+
+Result<std::unique_ptr<DnsResponder>> DnsResponder::create(
+    asio::io_context& io, DnsResponderOptions options, std::shared_ptr<SandboxDirectory> sandboxes,
+    std::shared_ptr<AuditSink> audit) {
+  if (!sandboxes || !audit) return fail("dns responder: the sandboxes and audit ports are needed");
+  if (raw_address(options.synthetic_ipv4, AF_INET).empty())
+    return fail("dns responder: synthetic_ipv4 '" + options.synthetic_ipv4 +
+                "' is not an IPv4 address");
+  if (!options.synthetic_ipv6.empty() && raw_address(options.synthetic_ipv6, AF_INET6).empty())
+    return fail("dns responder: synthetic_ipv6 '" + options.synthetic_ipv6 +
+                "' is not an IPv6 address");
+  auto impl = std::make_shared<Impl>(io);
+  impl->options = std::move(options);
+  impl->sandboxes = std::move(sandboxes);
+  impl->audit = std::move(audit);
+  return std::unique_ptr<DnsResponder>(new DnsResponder(std::move(impl)));
+}
+
+void DnsResponder::set_policy(std::shared_ptr<const DnsPolicy> policy) {
+  std::lock_guard lk(impl_->policy_mu);
+  impl_->policy = std::move(policy);
+}
+
+Result<uint16_t> DnsResponder::listen(const std::string& addr, bool transparent) {
+  auto ep = parse_addr(addr);
+  if (!ep) return fail(ep.error());
+  bool v6 = ep->address().is_v6();
+  Impl::Bound b;
+  b.v6 = v6;
+  b.udp_socket = std::make_unique<udp::socket>(impl_->io);
+  b.tcp_acceptor = std::make_unique<tcp::acceptor>(impl_->io);
+  error_code ec;
+  b.udp_socket->open(ep->protocol(), ec);
+  if (ec) return fail("dns listen " + addr + " (udp): " + ec.message());
+  int fd = b.udp_socket->native_handle();
+  int one = 1;
+  if (v6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  if (transparent)
+    if (auto st = set_transparent(fd, v6, "dns listen " + addr + " (udp)"); !st) return fail(st.error());
+  if (v6)
+    setsockopt(fd, SOL_IPV6, IPV6_RECVORIGDSTADDR, &one, sizeof one);
+  else
+    setsockopt(fd, SOL_IP, IP_RECVORIGDSTADDR, &one, sizeof one);
+  b.udp_socket->bind(*ep, ec);
+  if (ec) return fail("dns listen " + addr + " (udp): " + ec.message());
+  uint16_t port = b.udp_socket->local_endpoint(ec).port();
+
+  tcp::endpoint tep(ep->address(), port);
+  b.tcp_acceptor->open(tep.protocol(), ec);
+  if (!ec) b.tcp_acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
+  if (ec) return fail("dns listen " + addr + " (tcp): " + ec.message());
+  if (v6) setsockopt(b.tcp_acceptor->native_handle(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  if (transparent)
+    if (auto st = set_transparent(b.tcp_acceptor->native_handle(), v6, "dns listen " + addr + " (tcp)"); !st)
+      return fail(st.error());
+  b.tcp_acceptor->bind(tep, ec);
+  if (!ec) b.tcp_acceptor->listen(256, ec);
+  if (ec)
+    return fail("dns listen " + addr + " (tcp, port " + std::to_string(port) +
+                "): " + ec.message());
+  impl_->bound.push_back(std::move(b));
+  return port;
+}
+
+std::vector<DnsResponder::SocketFds> DnsResponder::socket_fds() const {
+  std::vector<SocketFds> out;
+  for (const auto& b : impl_->bound)
+    out.push_back({b.udp_socket->native_handle(), b.tcp_acceptor->native_handle(), b.v6});
+  return out;
+}
+
+void DnsResponder::start() {
+  for (auto& b : impl_->bound) {
+    asio::co_spawn(impl_->io, impl_->udp_loop(*b.udp_socket), asio::detached);
+    asio::co_spawn(impl_->io, impl_->tcp_accept_loop(*b.tcp_acceptor), asio::detached);
+  }
+}
+
+void DnsResponder::stop() {
+  if (!impl_ || impl_->stopping.exchange(true)) return;
+  // Sockets are closed on the io_context (Asio objects are not thread-safe); if it no longer
+  // runs, they close when the context destroys the handler and with it the last reference.
+  asio::dispatch(impl_->io, [impl = impl_] {
+    error_code ec;
+    for (auto& b : impl->bound) {
+      if (b.udp_socket) b.udp_socket->close(ec);
+      if (b.tcp_acceptor) b.tcp_acceptor->close(ec);
+    }
+  });
+}
+
+DnsResponder::Stats DnsResponder::stats() const {
+  Stats s;
+  s.queries = impl_->n_queries;
+  s.answered = impl_->n_answered;
+  s.refused = impl_->n_refused;
+  s.nxdomain = impl_->n_nxdomain;
+  s.malformed = impl_->n_malformed;
+  return s;
+}
+
+}  // namespace cordon::gateway
