@@ -10,7 +10,9 @@
 // its control socket, sandbox/steering_service.h), then the vault registration with the
 // sandbox's address. In that order, and undone on any failure: nothing can run in the
 // namespace before the program is on its interface, and no registration outlives its
-// interface. Run it in serve's network namespace (`ip netns exec GW cordon ...` in tests).
+// interface. It acts in serve's network namespace: the current one, or --gateway-netns NS
+// (entered with setns; not `ip netns exec NS cordon ...`, whose private mount namespace would
+// hide the new /run/netns/NAME from everyone else).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -44,7 +46,7 @@ void add_netns_commands(CLI::App& parent, CliContext& ctx) {
   netns->require_subcommand(1);
 
   struct CreateArgs {
-    std::string name, profile, pool = "10.200.0.0/16";
+    std::string name, profile, pool = "10.200.0.0/16", gateway_netns;
     bool no_ipv6 = false;
   };
   auto cargs = std::make_shared<CreateArgs>();
@@ -57,6 +59,8 @@ void add_netns_commands(CLI::App& parent, CliContext& ctx) {
   create->add_option("--profile", cargs->profile, "policy profile of the rules file")->required();
   create->add_option("--pool", cargs->pool, "IPv4 pool, one /30 per sandbox")->capture_default_str();
   create->add_flag("--no-ipv6", cargs->no_ipv6, "give the sandbox no IPv6 address");
+  create->add_option("--gateway-netns", cargs->gateway_netns,
+                     "network namespace where cordon serve runs (default: this one)");
   on_run(create, ctx, [&ctx, cargs]() {
     if (auto st = vault::validate_sandbox_id(cargs->name); !st)
       return report_error(st.error(), kExitUsage);
@@ -65,6 +69,12 @@ void add_netns_commands(CLI::App& parent, CliContext& ctx) {
     StateDir state = ctx.state();
     auto v = vault::Vault::open(state);
     if (!v) return report_error(v.error());
+    std::unique_ptr<sandbox::ScopedNetns> in_gateway;
+    if (!cargs->gateway_netns.empty()) {
+      auto in = sandbox::ScopedNetns::enter(cargs->gateway_netns);
+      if (!in) return report_error(in.error());
+      in_gateway = std::move(*in);
+    }
     sandbox::NetnsPool pool;
     pool.ipv4_cidr = cargs->pool;
     pool.ipv6 = !cargs->no_ipv6;
@@ -92,13 +102,22 @@ void add_netns_commands(CLI::App& parent, CliContext& ctx) {
   });
 
   auto dname = std::make_shared<std::string>();
+  auto dgw = std::make_shared<std::string>();
   auto* del = netns->add_subcommand(
       "delete", "detach the steering, remove the namespace, its veth and its registration");
   del->add_option("NAME", *dname, "sandbox name")->required();
-  on_run(del, ctx, [&ctx, dname]() {
+  del->add_option("--gateway-netns", *dgw,
+                  "network namespace where cordon serve runs (default: this one)");
+  on_run(del, ctx, [&ctx, dname, dgw]() {
     if (auto st = sandbox::validate_sandbox_name(*dname); !st)
       return report_error(st.error(), kExitUsage);
     StateDir state = ctx.state();
+    std::unique_ptr<sandbox::ScopedNetns> in_gateway;
+    if (!dgw->empty()) {
+      auto in = sandbox::ScopedNetns::enter(*dgw);
+      if (!in) return report_error(in.error());
+      in_gateway = std::move(*in);
+    }
     std::string host_if = sandbox::host_ifname_for(*dname);
     // serve may be stopped: deleting the veth removes the filter anyway; say so and go on.
     if (auto st = sandbox::steering_detach(state.steering_socket(), host_if); !st)

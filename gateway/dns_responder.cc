@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <boost/asio.hpp>
@@ -308,38 +309,49 @@ struct DnsResponder::Impl : std::enable_shared_from_this<DnsResponder::Impl> {
     }
   }
 
+  // Sends the answer to `peer` from the address and port the sandbox asked (`orig`). When that
+  // is not this socket's own address (a steered packet to any resolver address), a transient
+  // IP_TRANSPARENT socket bound to it sends: IP_PKTINFO could set the address but not the port.
   static void send_reply(udp::socket& sock, sockaddr_storage& peer, socklen_t peer_len,
                          const sockaddr_storage* orig, const std::string& reply) {
-    iovec iov{const_cast<char*>(reply.data()), reply.size()};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(in6_pktinfo))] = {};
-    msghdr msg{};
-    msg.msg_name = &peer;
-    msg.msg_namelen = peer_len;
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    if (orig && orig->ss_family == AF_INET && peer.ss_family == AF_INET) {
-      msg.msg_control = control;
-      msg.msg_controllen = CMSG_SPACE(sizeof(in_pktinfo));
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_IP;
-      c->cmsg_type = IP_PKTINFO;
-      c->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
-      in_pktinfo pi{};
-      pi.ipi_spec_dst = reinterpret_cast<const sockaddr_in*>(orig)->sin_addr;
-      std::memcpy(CMSG_DATA(c), &pi, sizeof pi);
-    } else if (orig && orig->ss_family == AF_INET6 && peer.ss_family == AF_INET6) {
-      msg.msg_control = control;
-      msg.msg_controllen = CMSG_SPACE(sizeof(in6_pktinfo));
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_IPV6;
-      c->cmsg_type = IPV6_PKTINFO;
-      c->cmsg_len = CMSG_LEN(sizeof(in6_pktinfo));
-      in6_pktinfo pi{};
-      pi.ipi6_addr = reinterpret_cast<const sockaddr_in6*>(orig)->sin6_addr;
-      std::memcpy(CMSG_DATA(c), &pi, sizeof pi);
+    int fd = sock.native_handle();
+    int transient = -1;
+    if (orig && orig->ss_family == peer.ss_family) {
+      sockaddr_storage own{};
+      socklen_t own_len = sizeof own;
+      bool same = false;
+      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&own), &own_len) == 0) {
+        size_t n = orig->ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+        sockaddr_storage a = *orig, b = own;
+        if (a.ss_family == AF_INET6) {  // flowinfo and scope are not part of the address
+          reinterpret_cast<sockaddr_in6*>(&a)->sin6_flowinfo = 0;
+          reinterpret_cast<sockaddr_in6*>(&b)->sin6_flowinfo = 0;
+          reinterpret_cast<sockaddr_in6*>(&a)->sin6_scope_id = 0;
+          reinterpret_cast<sockaddr_in6*>(&b)->sin6_scope_id = 0;
+        }
+        same = std::memcmp(&a, &b, n) == 0;
+      }
+      if (!same) {
+        bool v6 = orig->ss_family == AF_INET6;
+        transient = ::socket(orig->ss_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        int one = 1;
+        bool ok = transient >= 0 &&
+                  ::setsockopt(transient, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+                  (v6 ? ::setsockopt(transient, SOL_IPV6, IPV6_TRANSPARENT, &one, sizeof one)
+                      : ::setsockopt(transient, SOL_IP, IP_TRANSPARENT, &one, sizeof one)) == 0 &&
+                  ::bind(transient, reinterpret_cast<const sockaddr*>(orig),
+                         v6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in)) == 0;
+        if (!ok) {
+          if (transient >= 0) ::close(transient);
+          return;  // no way to answer from the right address: the client times out
+        }
+        fd = transient;
+      }
     }
     // UDP: a full socket buffer loses the answer, as a lost packet would; the client retries.
-    (void)::sendmsg(sock.native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)::sendto(fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
+                   reinterpret_cast<const sockaddr*>(&peer), peer_len);
+    if (transient >= 0) ::close(transient);
   }
 
   asio::awaitable<void> tcp_accept_loop(tcp::acceptor& acc) {

@@ -213,6 +213,19 @@ TEST_F(PipelineTest, HeadersOfOtherRoutesCredentialsAreStrippedToo) {
   EXPECT_EQ(v.reason, "token_misuse");
 }
 
+// Threat 17: in report mode a denied request goes through, but never with a credential, and
+// the client's own credential headers are stripped all the same.
+TEST_F(PipelineTest, ReportModeForwardsADeniedRequestStrippedAndWithoutCredential) {
+  policy.report_mode = true;
+  auto v = run("GET /admin HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer mine\r\n\r\n");
+  ASSERT_EQ(v.status, 0) << v.reason;
+  EXPECT_TRUE(v.decision.report_only);
+  EXPECT_FALSE(v.decision.allow);
+  EXPECT_EQ(header(v, "authorization"), "<none>");
+  EXPECT_TRUE(v.credential_name.empty());
+  EXPECT_TRUE(v.scrub_values.empty());
+}
+
 TEST_F(PipelineTest, WebSocketUpgradeIsForwardedAndOtherUpgradesRefused) {
   auto v = run(
       "GET /repos/ws HTTP/1.1\r\nHost: api.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"

@@ -32,7 +32,7 @@ cleanup() {
   for pid in $serve_pid $upstream_pid; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
   # The sandbox first (its veth and program live in the gateway namespace), then the rest:
   # deleting a namespace removes its veths, tc filters, rules and nft tables with it.
-  ip netns exec "$gw" "$cordon" sandbox netns delete "$sb" >/dev/null 2>&1
+  "$cordon" sandbox netns delete "$sb" --gateway-netns "$gw" >/dev/null 2>&1
   for ns in "$sb" "$gw" "$inet"; do ip netns del "$ns" 2>/dev/null || true; done
   rm -rf "/etc/netns/$sb" "$tmp"
   rmdir /etc/netns 2>/dev/null  # only if the demo left it empty
@@ -46,6 +46,8 @@ ok() { printf '   ok: %s\n' "$*"; }
 die() {
   printf '   FAILED: %s\n' "$*" >&2
   if [ -f "$tmp/serve.log" ]; then echo "   (gateway log:)" >&2; sed 's/^/     /' "$tmp/serve.log" >&2; fi
+  if [ -s "$tmp/agent/stderr" ]; then echo "   (agent stderr, last lines:)" >&2; tail -n 5 "$tmp/agent/stderr" | sed 's/^/     /' >&2; fi
+  "$cordon" sandbox netns list 2>/dev/null | grep -o '"[a-z_]*":[1-9][0-9]*' | sed 's/^/     counter /' >&2
   exit 1
 }
 
@@ -98,7 +100,7 @@ mode=$(sed -n 's/^cordon: steering \([^;]*\);.*/\1/p' "$tmp/serve.log")
 echo "   cordon serve is up (pid $serve_pid), steering: $mode"
 # The sandbox: namespace, veth, pool address, the steering program on its host side (asked of
 # serve over its control socket), and the vault registration; its resolv.conf names the gateway.
-ip netns exec "$gw" "$cordon" sandbox netns create "$sb" --profile coding-agent \
+"$cordon" sandbox netns create "$sb" --profile coding-agent --gateway-netns "$gw" \
   >"$tmp/sandbox.json" 2>"$tmp/sandbox.err" || die "sandbox netns create: $(cat "$tmp/sandbox.err")"
 sed 's/^/   /' "$tmp/sandbox.err"
 sb_addr=$(sed -n 's/.*"address":"\([0-9.]*\)".*/\1/p' "$tmp/sandbox.json")
@@ -187,7 +189,7 @@ r=$(agent port-8443); echo "   curl https://198.51.100.10:8443/ -> $r"
 r=$(agent udp-443); echo "   UDP 443 (QUIC) to 198.51.100.10 -> $r"
 r=$(agent ping); echo "   ping 198.51.100.10 -> $r"
 [ "$r" = "no reply" ] || die "ICMP should be dropped, got '$r'"
-ip netns exec "$gw" "$cordon" sandbox netns list >"$tmp/steering.json" 2>&1 || die "sandbox netns list"
+"$cordon" sandbox netns list >"$tmp/steering.json" 2>&1 || die "sandbox netns list"
 grep -o '"drop_[a-z_]*":[1-9][0-9]*' "$tmp/steering.json" | sed 's/^/   counter /' || true
 for _ in $(seq 30); do
   [ "$(grep -c '"event":"egress_dropped"' "$CORDON_HOME/audit/audit.jsonl")" -ge 3 ] && break; sleep 0.1
@@ -208,7 +210,7 @@ serve_pid=""
 r=$(agent model); echo "   with the gateway stopped, the agent got: $r"
 [ "$r" = "HTTP 000" ] || die "with the gateway stopped nothing may pass, got '$r'"
 ok "fail closed: the program stays on the interface, the gateway's sockets are gone"
-ip netns exec "$gw" "$cordon" sandbox netns delete "$sb" 2>&1 | grep -v '^note:' | sed 's/^/   /'
+"$cordon" sandbox netns delete "$sb" --gateway-netns "$gw" 2>&1 | grep -v '^note:' | sed 's/^/   /'
 
 bold "6h. The audit log of what happened, and its chain"
 echo '$ cordon audit query'

@@ -927,6 +927,34 @@ Result<std::unique_ptr<Machine>> finish_restore(std::unique_ptr<MachineImpl> m,
 
 }  // namespace
 
+Result<std::unique_ptr<Machine>> Machine::create(const VmConfig& config,
+                                                 std::unique_ptr<Machine> prepared) {
+  auto* raw = dynamic_cast<MachineImpl*>(prepared.get());
+  if (raw == nullptr || !raw->prepared_) return fail("create: not a machine from prepare()");
+  std::unique_ptr<MachineImpl> m(static_cast<MachineImpl*>(prepared.release()));
+  if (config.mem_bytes != m->guest_memory_bytes() ||
+      static_cast<uint32_t>(config.vcpus) != m->vcpu_count())
+    return fail("create: the config asks for " + std::to_string(config.mem_bytes >> 20) +
+                " MiB and " + std::to_string(config.vcpus) + " vCPUs, the prepared machine has " +
+                std::to_string(m->guest_memory_bytes() >> 20) + " MiB and " +
+                std::to_string(m->vcpu_count()));
+  m->t0_ = std::chrono::steady_clock::now();  // set-up is timed from this request
+  m->prepared_ = false;
+  m->config_ = config;
+  m->serial_fd_ = config.serial_fd;
+  m->capture_ = config.capture_serial;
+  m->seccomp_ = config.seccomp;
+  if (auto st = m->init_devices(config, config.vsock_uds_path, config.tap_name); !st)
+    return fail(st.error());
+  if (auto st = m->boot_setup(config); !st) return fail(st.error());
+  if (!config.run_as_user.empty()) {
+    m->probe_host_kind();
+    if (auto st = drop_privileges(config.run_as_user); !st) return fail(st.error());
+  }
+  if (auto st = m->spawn_threads(); !st) return fail(st.error());
+  return std::unique_ptr<Machine>(std::move(m));
+}
+
 Result<std::unique_ptr<Machine>> Machine::restore(const std::string& dir,
                                                   const RestoreOptions& opts) {
   install_kick_handler();
@@ -972,6 +1000,7 @@ Result<std::unique_ptr<Machine>> Machine::restore(const std::string& dir,
                 std::to_string(m->guest_memory_bytes() >> 20) + " MiB and " +
                 std::to_string(m->vcpu_count()));
   if (auto st = m->map_snapshot_memory(dir + "/memory"); !st) return fail(st.error());
+  m->t0_ = std::chrono::steady_clock::now();
   m->prepared_ = false;
   m->serial_fd_ = opts.serial_fd;
   m->capture_ = opts.capture_serial;

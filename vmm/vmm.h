@@ -85,15 +85,19 @@ class Machine {
   virtual ~Machine() = default;
 
   static Result<std::unique_ptr<Machine>> create(const VmConfig& config);
+  // create() into a machine from prepare() (below) with config's memory size and vCPU count: only
+  // the devices, the guest image and the threads remain to be made. `prepared` is consumed.
+  static Result<std::unique_ptr<Machine>> create(const VmConfig& config,
+                                                 std::unique_ptr<Machine> prepared);
   // Restores from a snapshot directory written by snapshot(): state + memory (mapped MAP_PRIVATE).
   // A new entropy generation and seed are in place before it returns (see above). The machine is
   // left paused; resume() runs it.
   static Result<std::unique_ptr<Machine>> restore(const std::string& snapshot_dir,
                                                   const RestoreOptions& options);
   // A VM made ahead of time for a later restore: KVM VM, irqchip, PIT, vCPUs and a memslot over
-  // placeholder memory of `mem_bytes` (never touched, so it costs no RAM). A pool of these takes
-  // KVM's VM-creation waits (SRCU grace periods, the PIT kthread) off the restore path. It cannot
-  // run by itself: pass it to the restore() below.
+  // guest memory of `mem_bytes` (a memfd, untouched until used, so it costs no RAM). A pool of
+  // these takes KVM's VM-creation waits (SRCU grace periods, the PIT kthread) off the set-up and
+  // restore paths. It cannot run by itself: pass it to create() above or restore() below.
   static Result<std::unique_ptr<Machine>> prepare(uint64_t mem_bytes, int vcpus);
   // restore() into a machine from prepare() with the snapshot's memory size and vCPU count: the
   // snapshot's memory file is mapped over the placeholder (MAP_FIXED, MAP_PRIVATE), then the same

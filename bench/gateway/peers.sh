@@ -19,6 +19,7 @@
 # Usage (root): bench/gateway/peers.sh PATH/TO/cordon
 #   env: DURATION=10 (s per throughput run)  CONNS=32  THREADS=2 (wrk)  LAT_DURATION=5 (s, 1 conn)
 #        IDLE=10000 (0 = skip)  PEERS="direct cordon squid mitmproxy"  GW_THREADS=2 (cordon io)
+#        PERF_OUT=/tmp/cordon.perf (perf record of cordon during its throughput runs)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cordon=$(realpath "${1:?usage: peers.sh PATH/TO/cordon}")
@@ -218,7 +219,14 @@ measure() {  # measure NAME: throughput (CONNS) and latency (1 connection) for b
   local name=$1 size f
   for size in 1k 64k; do
     f="$tmp/wrk-$name-$size"
+    local perf_pid=""
+    if [ -n "${PERF_OUT:-}" ] && [ "$name" = cordon ] && command -v perf >/dev/null; then
+      # Profile of the gateway under this load (perf report -i PERF_OUT-SIZE).
+      perf record -q -g -o "$PERF_OUT-$size" -p "$cordon_pid" -- sleep "$DURATION" 2>/dev/null &
+      perf_pid=$!
+    fi
     wrk_run "$f" "$CONNS" "$THREADS" "$DURATION" "https://api.bench/$size"
+    [ -n "$perf_pid" ] && wait "$perf_pid" 2>/dev/null
     wrk_run "$f.lat" 1 1 "$LAT_DURATION" "https://api.bench/$size"
     RPS[$name,$size]=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$f")
     MBS[$name,$size]=$(to_mbs "$(awk '/^Transfer\/sec:/ { print $2 }' "$f")")

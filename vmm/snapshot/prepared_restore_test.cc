@@ -1,5 +1,6 @@
-// Restore into a VM made ahead of time (Machine::prepare): the counter guest continues where its
-// snapshot was taken, exactly as after a cold restore; mismatched sizes and misuse are refused.
+// Restore into, and boot in, a VM made ahead of time (Machine::prepare): the counter guest
+// continues where its snapshot was taken, exactly as after a cold restore; the hello guest boots;
+// mismatched sizes and misuse are refused.
 // Skipped without /dev/kvm.
 #include <fcntl.h>
 #include <unistd.h>
@@ -87,6 +88,30 @@ TEST_F(PreparedRestore, RefusesAMachineThatWasNotPrepared) {
   auto r = Machine::restore(dir_ + "/snap", RestoreOptions{}, std::move(*cold));
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("prepare()"), std::string::npos) << r.error().message;
+}
+
+TEST(PreparedCreate, HelloGuestBootsInAPreparedVm) {
+  if (!have_kvm()) GTEST_SKIP() << "SKIPPED: /dev/kvm not available";
+  auto prepared = Machine::prepare(64ull << 20, 1);
+  ASSERT_TRUE(prepared) << prepared.error().message;
+  VmConfig c;
+  c.kernel_path = std::string(CORDON_VMM_GUEST_DIR) + "/hello.elf";
+  c.mem_bytes = 32ull << 20;
+  auto wrong = Machine::prepare(64ull << 20, 1);
+  ASSERT_TRUE(wrong);
+  EXPECT_FALSE(Machine::create(c, std::move(*wrong)));  // 32 MiB asked, 64 MiB prepared
+  c.mem_bytes = 64ull << 20;
+  c.capture_serial = true;
+  c.cmdline = "console=ttyS0 prepared";
+  auto m = Machine::create(c, std::move(*prepared));
+  ASSERT_TRUE(m) << m.error().message;
+  ASSERT_TRUE((*m)->start());
+  ASSERT_TRUE((*m)->wait_stopped(10s)) << (*m)->serial_output();
+  std::string out = (*m)->serial_output();
+  EXPECT_NE(out.find("hello from cordon guest"), std::string::npos) << out;
+  EXPECT_NE(out.find("cmdline: console=ttyS0 prepared"), std::string::npos) << out;
+  EXPECT_EQ((*m)->status().stop_reason, "reset");
+  (*m)->stop();
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 # Smoke test of `cordon serve` with the real CA, policy, vault and audit log: starts it on
 # loopback, checks 407 without identity, 403 for a denied host, 403 (floors) for an allowed
 # name that resolves to loopback, /healthz and /metrics, a reload (good and broken rules), the
-# audit log, and a graceful SIGTERM. Usage: serve_smoke.sh PATH/TO/cordon
+# audit log, a graceful SIGTERM, and a refused --dns-server NAME. Usage: serve_smoke.sh PATH/TO/cordon
 set -eu
 CORDON=${1:?usage: serve_smoke.sh PATH/TO/cordon}
 command -v curl >/dev/null || { echo "SKIPPED: curl not installed"; exit 0; }
@@ -29,6 +29,10 @@ destinations:
 profiles:
   agent: {destinations: [api]}
 YAML
+# --dns-server takes an address (the gateway's own resolver queries it), never a name.
+if timeout 10 "$CORDON" --state "$S" serve --rules "$T/rules.yaml" --proxy-listen 127.0.0.1:0 \
+    --dns-server dns.example 2>"$T/dns.err" </dev/null; then fail "--dns-server NAME accepted"; fi
+grep -q "dns-server" "$T/dns.err" || fail "--dns-server error does not name it: $(cat "$T/dns.err")"
 PORT=$((20000 + $$ % 20000))
 APORT=$((PORT + 1))
 "$CORDON" --state "$S" serve --rules "$T/rules.yaml" --proxy-listen 127.0.0.1:$PORT \
