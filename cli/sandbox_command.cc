@@ -57,7 +57,8 @@ void add_netns_commands(CLI::App& parent, CliContext& ctx) {
   create->add_option("NAME", cargs->name, "sandbox name = namespace = vault id (a-z 0-9 -)")
       ->required();
   create->add_option("--profile", cargs->profile, "policy profile of the rules file")->required();
-  create->add_option("--pool", cargs->pool, "IPv4 pool, one /30 per sandbox")->capture_default_str();
+  create->add_option("--pool", cargs->pool, "IPv4 pool, one /30 per sandbox")
+      ->capture_default_str();
   create->add_flag("--no-ipv6", cargs->no_ipv6, "give the sandbox no IPv6 address");
   create->add_option("--gateway-netns", cargs->gateway_netns,
                      "network namespace where cordon serve runs (default: this one)");

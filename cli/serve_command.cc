@@ -59,6 +59,9 @@ struct ServeFlags {
 
 // `egress_dropped`: one line per (rate-limited) packet the steering program shot.
 void audit_drop(audit::Writer& w, const sandbox::EgressDrop& d) {
+  // Link-local chatter (IPv6 multicast listener reports and the like to ff02::/16) cannot leave
+  // the link anyway: counted by the program, not worth an audit line each.
+  if (d.event.dst_address.rfind("ff02:", 0) == 0) return;
   audit::Event e;
   e.event = "egress_dropped";
   e.decision = "deny";
@@ -124,7 +127,7 @@ int serve(CliContext& ctx, const ServeFlags& f) {
   std::string steering_mode = f.steering;
   if (steering_mode == "auto") {
     auto m = bpf::steering_mode();
-    steering_mode = m.mode == bpf::Mode::kSkAssign        ? "ebpf"
+    steering_mode = m.mode == bpf::Mode::kSkAssign         ? "ebpf"
                     : m.mode == bpf::Mode::kNftablesTproxy ? "nftables"
                                                            : "unavailable";
     if (steering_mode == "unavailable")

@@ -251,7 +251,7 @@ struct DnsResponder::Impl : std::enable_shared_from_this<DnsResponder::Impl> {
       r.dst = dst;
       r.host = qname.substr(0, 255);
       r.method = qtype ? qtype_name(qtype) : "";
-      r.path = transport;
+      (void)transport;
       r.decision = "deny";
       r.reason = v.reason;
       r.rule = v.reason == "dns_unlisted" ? "dns.unlisted" : "dns";
@@ -467,7 +467,8 @@ Result<uint16_t> DnsResponder::listen(const std::string& addr, bool transparent)
   int one = 1;
   if (v6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
   if (transparent)
-    if (auto st = set_transparent(fd, v6, "dns listen " + addr + " (udp)"); !st) return fail(st.error());
+    if (auto st = set_transparent(fd, v6, "dns listen " + addr + " (udp)"); !st)
+      return fail(st.error());
   if (v6)
     setsockopt(fd, SOL_IPV6, IPV6_RECVORIGDSTADDR, &one, sizeof one);
   else
@@ -482,7 +483,9 @@ Result<uint16_t> DnsResponder::listen(const std::string& addr, bool transparent)
   if (ec) return fail("dns listen " + addr + " (tcp): " + ec.message());
   if (v6) setsockopt(b.tcp_acceptor->native_handle(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
   if (transparent)
-    if (auto st = set_transparent(b.tcp_acceptor->native_handle(), v6, "dns listen " + addr + " (tcp)"); !st)
+    if (auto st =
+            set_transparent(b.tcp_acceptor->native_handle(), v6, "dns listen " + addr + " (tcp)");
+        !st)
       return fail(st.error());
   b.tcp_acceptor->bind(tep, ec);
   if (!ec) b.tcp_acceptor->listen(256, ec);

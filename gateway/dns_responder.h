@@ -44,8 +44,8 @@ namespace cordon::gateway {
 
 // Limits of the tunnelling-shape check (soft: heuristics, chosen so that real host names of
 // the destinations a profile lists pass: CDN and cloud names have labels well under 40 bytes).
-inline constexpr size_t kMaxPlainDnsLabelBytes = 40;     // any longer label is refused
-inline constexpr size_t kRandomCheckMinLabelBytes = 20;  // labels this long are checked for
+inline constexpr size_t kMaxPlainDnsLabelBytes = 40;      // any longer label is refused
+inline constexpr size_t kRandomCheckMinLabelBytes = 20;   // labels this long are checked for
 inline constexpr double kMaxPlainLabelEntropyBits = 3.6;  // randomness (bits per character)
 inline constexpr size_t kMaxPlainDnsLabels = 10;
 inline constexpr size_t kMaxPlainDnsNameBytes = 120;

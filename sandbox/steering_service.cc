@@ -150,7 +150,8 @@ struct SteeringService::Impl {
   }
 
   Status attach_locked(const Attachment& a) {
-    if (!valid_ifname(a.interface)) return fail("steering attach: bad interface '" + a.interface + "'");
+    if (!valid_ifname(a.interface))
+      return fail("steering attach: bad interface '" + a.interface + "'");
     if (options.backend == SteeringBackend::kEbpf) {
       bpf::SourceAddresses src{a.ipv4, a.ipv6};
       if (a.ipv4.empty() && a.ipv6.empty()) src.ipv4 = kRefuseAllIpv4;  // never "no check"
@@ -203,8 +204,7 @@ struct SteeringService::Impl {
           if (auto c = steering->counters(name)) {
             json counters = json::object();
             for (uint32_t i = 0; i < static_cast<uint32_t>(bpf::Counter::kCount); ++i)
-              counters[std::string(bpf::counter_name(static_cast<bpf::Counter>(i)))] =
-                  c->value[i];
+              counters[std::string(bpf::counter_name(static_cast<bpf::Counter>(i)))] = c->value[i];
             j["counters"] = counters;
           }
         }
@@ -376,7 +376,7 @@ Result<std::unique_ptr<SteeringService>> SteeringService::start(
   if (options.socket_path.size() >= sizeof sa.sun_path)
     return fail("steering control: socket path too long: " + options.socket_path);
   memcpy(sa.sun_path, options.socket_path.c_str(), options.socket_path.size() + 1);
-  mode_t old = umask(0077);
+  mode_t old = umask(0177);  // a socket's mode is 0777 & ~umask: 0600
   int rc = bind(impl->listen_fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
   int err = errno;
   umask(old);

@@ -64,7 +64,7 @@ struct Attachment {
 // A drop to be audited as `egress_dropped` (already rate-limited).
 struct EgressDrop {
   bpf::DropEvent event;
-  std::string sandbox;  // from the attachment of the interface; empty if unknown
+  std::string sandbox;      // from the attachment of the interface; empty if unknown
   uint64_t suppressed = 0;  // drops of this interface not reported since the previous line
 };
 

@@ -3,6 +3,7 @@
 // everything happens in a namespace the test creates.
 #include "sandbox/steering_service.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -31,7 +32,8 @@ class SteeringServiceTest : public ::testing::Test {
     auto in = ScopedNetns::enter(ns_);
     ASSERT_TRUE(in) << in.error().message;
     in_ = std::move(*in);
-    ASSERT_TRUE(run_checked({"ip", "link", "add", "cdt0a", "type", "veth", "peer", "name", "cdt0b"}));
+    ASSERT_TRUE(
+        run_checked({"ip", "link", "add", "cdt0a", "type", "veth", "peer", "name", "cdt0b"}));
     ASSERT_TRUE(run_checked({"ip", "link", "set", "cdt0a", "up"}));
     options_.socket_path = dir_.path() + "/steering.sock";
     options_.state_path = dir_.path() + "/steering.json";
@@ -58,6 +60,9 @@ class SteeringServiceTest : public ::testing::Test {
 TEST_F(SteeringServiceTest, AttachDetachOverTheSocketAndFailClosedRestart) {
   ASSERT_NO_FATAL_FAILURE(start());
   EXPECT_EQ(service_->mode_name(), "ebpf-sk-assign");
+  struct stat sock_stat {};
+  ASSERT_EQ(::stat(options_.socket_path.c_str(), &sock_stat), 0);
+  EXPECT_EQ(sock_stat.st_mode & 0777, 0600u) << "the control socket must be 0600";
   // Refused without serve: a socket nobody listens on.
   EXPECT_FALSE(steering_attach(dir_.path() + "/nobody.sock", {"sb", "cdt0a", "10.0.0.2", ""}));
 

@@ -12,6 +12,8 @@ packages=(
   node-llhttp libclang-rt-14-dev acpica-tools
   # test and demo tools: namespaces, steering, clients
   iproute2 nftables curl openssl ca-certificates procps psmisc util-linux
+  # the nested real-Linux boot test (tests/nested): outer QEMU, inner userland, initramfs
+  qemu-system-x86 busybox-static cpio
 )
 
 missing=()

@@ -12,11 +12,11 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <linux/vm_sockets.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +31,15 @@
 #include <unistd.h>
 
 static const char* const kModules[] = {
-    "virtio_ring", "virtio",   "virtio_mmio",
-    "failover",    "net_failover", "virtio_net",
-    "vsock",       "vmw_vsock_virtio_transport_common", "vmw_vsock_virtio_transport",
+    "virtio_ring",
+    "virtio",
+    "virtio_mmio",
+    "failover",
+    "net_failover",
+    "virtio_net",
+    "vsock",
+    "vmw_vsock_virtio_transport_common",
+    "vmw_vsock_virtio_transport",
     "virtio-rng",
 };
 

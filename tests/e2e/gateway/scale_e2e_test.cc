@@ -74,8 +74,7 @@ class Client {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
     std::string req = "CONNECT " + authority + " HTTP/1.1\r\nHost: " + authority +
-                      "\r\nProxy-Authorization: Basic " + base64_encode("sb1:secret1") +
-                      "\r\n\r\n";
+                      "\r\nProxy-Authorization: Basic " + base64_encode("sb1:secret1") + "\r\n\r\n";
     if (::send(fd_, req.data(), req.size(), 0) != static_cast<ssize_t>(req.size())) return false;
     std::string head;
     char c;
@@ -192,8 +191,8 @@ class ScaleE2E : public ::testing::Test {
   long warm_baseline() {
     Client c;
     EXPECT_TRUE(c.open(proxy_port, authority, gateway_ca));
-    std::string req = "GET /big?n=" + std::to_string(4 << 20) + " HTTP/1.1\r\nHost: " +
-                      authority + "\r\n\r\n";
+    std::string req =
+        "GET /big?n=" + std::to_string(4 << 20) + " HTTP/1.1\r\nHost: " + authority + "\r\n\r\n";
     EXPECT_TRUE(c.write(req.data(), req.size()));
     std::string head, rest;
     EXPECT_TRUE(c.read_head(head, rest));
@@ -267,9 +266,10 @@ TEST_F(ScaleE2E, OneGibUploadStreamsWithBoundedRss) {
   long base = warm_baseline();
   Client c;
   ASSERT_TRUE(c.open(proxy_port, authority, gateway_ca));
-  std::string head = "POST /upload HTTP/1.1\r\nHost: " + authority +
-                     "\r\nContent-Type: application/octet-stream\r\nContent-Length: " +
-                     std::to_string(total) + "\r\n\r\n";
+  std::string head =
+      "POST /upload HTTP/1.1\r\nHost: " + authority +
+      "\r\nContent-Type: application/octet-stream\r\nContent-Length: " + std::to_string(total) +
+      "\r\n\r\n";
   auto t0 = Clock::now();
   ASSERT_TRUE(c.write(head.data(), head.size()));
   // A pattern that is not uniform, so that the upstream's byte sum checks order and content.
