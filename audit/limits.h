@@ -22,6 +22,9 @@ inline constexpr size_t kDefaultQueueEvents = 65536;          // accepted, not y
 inline constexpr size_t kDefaultMaxBatchEvents = 4096;        // lines per write()
 inline constexpr uint64_t kDefaultRotateBytes = 64ull << 20;  // live file size before rotation
 inline constexpr std::chrono::milliseconds kDefaultFsyncInterval{100};
+// How long the writer lets lines gather after the first one arrives before writing them, so that
+// a busy gateway pays one wake-up and one write() per window instead of one per request.
+inline constexpr std::chrono::microseconds kDefaultBatchDelay{1000};
 inline constexpr std::chrono::milliseconds kDefaultRetryInterval{250};  // after a write failure
 inline constexpr std::chrono::milliseconds kDefaultCloseTimeout{5000};
 

@@ -287,6 +287,13 @@ struct Writer::Impl {
           }
         }
         if (abandon) break;
+        // Let a burst gather; appends during the window do not wake us (append() notifies only
+        // an empty queue), flush() and close() do.
+        if (healthy && !queue.empty() && opt.batch_delay.count() > 0) {
+          work_cv.wait_for(lock, opt.batch_delay,
+                           [&] { return stopping || abandon || flush_target > durable_seq; });
+          if (abandon) break;
+        }
         size_t n = std::min(queue.size(), opt.max_batch_events);
         batch.clear();
         for (size_t i = 0; i < n; ++i) {
@@ -465,10 +472,13 @@ Result<uint64_t> Writer::append(const Event& e) {
                 " events waiting for the disk)");
   }
   uint64_t seq = d.next_seq++;
+  // A non-empty queue means the writer is awake, gathering a batch, or retrying: no need to
+  // wake it (a futex call per request otherwise).
+  bool wake = d.queue.empty();
   d.queue.push_back(Impl::Pending{seq, d.now(), std::move(*body)});
   ++d.stats.accepted;
   lock.unlock();
-  d.work_cv.notify_one();
+  if (wake) d.work_cv.notify_one();
   return seq;
 }
 

@@ -39,6 +39,8 @@ struct WriterOptions {
   std::chrono::milliseconds fsync_interval = kDefaultFsyncInterval;
   size_t queue_events = kDefaultQueueEvents;
   size_t max_batch_events = kDefaultMaxBatchEvents;
+  // Lines gather this long before a write (flush() and close() do not wait for it); 0 = none.
+  std::chrono::microseconds batch_delay = kDefaultBatchDelay;
   std::chrono::milliseconds retry_interval = kDefaultRetryInterval;
   // Time source for `ts`, replaceable in tests. Null = system_clock::now.
   std::function<SystemTime()> clock;

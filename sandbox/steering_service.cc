@@ -363,6 +363,10 @@ Result<std::unique_ptr<SteeringService>> SteeringService::start(
           errors += " " + st.error().message + ";";
       }
     }
+    // nftables: one table for all interfaces; rewrite it even when none came back, so that a
+    // table naming interfaces deleted while serve was stopped does not linger.
+    if (options.backend == SteeringBackend::kNftables)
+      if (auto st = impl->apply_nft_locked(); !st) errors += " " + st.error().message + ";";
     if (auto st = impl->save_locked(); !st) return with_context("steering state", st.error());
     if (!errors.empty()) return fail("steering: re-attaching previous interfaces:" + errors);
   }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages cordon builds and tests with. Idempotent: does nothing (and needs
 # no network) when everything is already there. Run as root on Debian 12.
+#   --bench  also the peers of the benchmarks (bench/gateway/peers.sh): nginx, Squid, mitmproxy,
+#            wrk, h2load. Not needed to build or test.
 set -euo pipefail
 
 packages=(
@@ -11,10 +13,13 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
   node-llhttp libclang-rt-14-dev acpica-tools
   # test and demo tools: namespaces, steering, clients
-  iproute2 nftables curl openssl ca-certificates procps psmisc util-linux
+  iproute2 nftables curl openssl ca-certificates procps psmisc util-linux dnsutils
   # the nested real-Linux boot test (tests/nested): outer QEMU, inner userland, initramfs
   qemu-system-x86 busybox-static cpio
 )
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(nginx squid-openssl mitmproxy wrk nghttp2-client python3)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -26,6 +26,7 @@ cordon=$(realpath "${1:?usage: peers.sh PATH/TO/cordon}")
 DURATION=${DURATION:-10} CONNS=${CONNS:-32} THREADS=${THREADS:-2} LAT_DURATION=${LAT_DURATION:-5}
 IDLE=${IDLE:-10000} PEERS=${PEERS:-"direct cordon squid mitmproxy"} GW_THREADS=${GW_THREADS:-2}
 [ "$(id -u)" -eq 0 ] || { echo "peers.sh: needs root (network namespaces, nftables)" >&2; exit 1; }
+bash "$here/../../scripts/install-deps.sh" --bench || echo "peers.sh: could not install every peer; missing ones are SKIPPED" >&2
 for t in ip nft openssl curl wrk nginx python3; do
   command -v "$t" >/dev/null || { echo "peers.sh: $t is not installed (scripts/install-deps.sh)" >&2; exit 1; }
 done
