@@ -102,20 +102,27 @@ awaitable<bool> read_more(ClientSide& c) {
 enum class HeadResult { kOk, kClosed, kError };
 
 // Reads one request head into `parser` (fresh message). kClosed = clean EOF before any byte.
+// The header-read deadline is armed only when a head is still incomplete after the bytes at
+// hand: a keep-alive head that arrives whole (the common case) then never moves the deadline
+// earlier (idle -> header), which would cancel and re-arm the timer on every request (a
+// handler and a timerfd_settime per request). The deadline still counts from the first byte
+// (within one parse), never from each read, so a slow head cannot extend it.
 awaitable<HeadResult> read_request_head(ClientSide& c, HttpParser& parser, const Limits& limits) {
   bool started = c.available() > 0;
-  c.deadline->expires_after_ms(started ? limits.header_read_timeout_ms : limits.idle_timeout_ms);
+  bool header_deadline = false;
+  if (!started) c.deadline->expires_after_ms(limits.idle_timeout_ms);
   while (true) {
     if (c.available() > 0) {
-      if (!started) {
-        started = true;
-        c.deadline->expires_after_ms(limits.header_read_timeout_ms);
-      }
+      started = true;
       size_t n = parser.feed(c.buf.data() + c.pos, c.available());
       c.pos += n;
       if (parser.failed()) co_return HeadResult::kError;
       if (parser.head_complete()) co_return HeadResult::kOk;
       if (n > 0 && c.available() > 0) continue;
+    }
+    if (started && !header_deadline) {
+      header_deadline = true;
+      c.deadline->expires_after_ms(limits.header_read_timeout_ms);
     }
     if (!co_await read_more(c)) co_return started ? HeadResult::kError : HeadResult::kClosed;
   }

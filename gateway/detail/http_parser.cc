@@ -46,6 +46,7 @@ void HttpParser::next_message(bool head_request) {
   in_value_ = false;
   head_request_ = head_request;
   chunk_open_ = false;
+  last_chunk_pending_ = false;
   head_complete_ = false;
   message_complete_ = false;
   failed_ = false;
@@ -225,25 +226,28 @@ int HttpParser::on_chunk_complete(llhttp_t* p) {
 
 int HttpParser::on_message_complete(llhttp_t* p) {
   auto* s = self(p);
-  if (s->head_.chunked && s->rechunk_) {
-    s->body_out_.append("0\r\n");
-    for (const auto& [k, v] : s->trailers_) {
-      // Trailers never carry framing, routing or credentials: an upstream that merges
-      // trailers into headers must not receive what the head was checked without.
-      static constexpr std::string_view kDropped[] = {
-          "content-length", "transfer-encoding",   "host", "authorization", "cookie",
-          "connection",     "proxy-authorization", "te",   "trailer",       "upgrade",
-          "set-cookie"};
-      bool drop = false;
-      for (auto d : kDropped) drop = drop || iequals(k, d);
-      for (const auto& d : s->dropped_trailers_) drop = drop || iequals(k, d);
-      if (drop) continue;
-      s->body_out_.append(k).append(": ").append(v).append("\r\n");
-    }
-    s->body_out_.append("\r\n");
-  }
+  s->last_chunk_pending_ = s->head_.chunked && s->rechunk_;
   s->message_complete_ = true;
   return HPE_PAUSED;
+}
+
+void HttpParser::render_last_chunk() {
+  last_chunk_pending_ = false;
+  body_out_.append("0\r\n");
+  for (const auto& [k, v] : trailers_) {
+    // Trailers never carry framing, routing or credentials: an upstream that merges
+    // trailers into headers must not receive what the head was checked without.
+    static constexpr std::string_view kDropped[] = {
+        "content-length", "transfer-encoding",   "host", "authorization", "cookie",
+        "connection",     "proxy-authorization", "te",   "trailer",       "upgrade",
+        "set-cookie"};
+    bool drop = false;
+    for (auto d : kDropped) drop = drop || iequals(k, d);
+    for (const auto& d : dropped_trailers_) drop = drop || iequals(k, d);
+    if (drop) continue;
+    body_out_.append(k).append(": ").append(v).append("\r\n");
+  }
+  body_out_.append("\r\n");
 }
 
 }  // namespace cordon::gateway::detail

@@ -68,7 +68,13 @@ class HttpParser {
   bool message_started() const { return head_bytes_ > 0; }
   const MessageHead& head() const { return head_; }
   MessageHead& head() { return head_; }
-  std::string& body_out() { return body_out_; }
+  // The last chunk and the trailers are rendered here, on first access after the message
+  // completed, so that set_dropped_trailers() applies even to a message that arrived whole in
+  // the read that also brought its head (before the caller could decide what to drop).
+  std::string& body_out() {
+    if (last_chunk_pending_) render_last_chunk();
+    return body_out_;
+  }
   // When on (default), chunked bodies are re-chunked; when off, the body is emitted raw
   // (the caller then frames it itself, e.g. EOF-delimited).
   void set_rechunk(bool on) { rechunk_ = on; }
@@ -92,6 +98,7 @@ class HttpParser {
   static int on_chunk_complete(llhttp_t*);
   static int on_message_complete(llhttp_t*);
   int fail(int status, std::string message);
+  void render_last_chunk();
   // Byte-level checks of the head that this llhttp build does not make (it is not compiled in
   // strict mode): obs-fold. Stops at the blank line that ends the head.
   bool scan_head(const char* data, size_t len);
@@ -107,6 +114,7 @@ class HttpParser {
   bool head_request_ = false;
   bool rechunk_ = true;
   bool chunk_open_ = false;
+  bool last_chunk_pending_ = false;
   bool head_complete_ = false;
   bool message_complete_ = false;
   bool failed_ = false;

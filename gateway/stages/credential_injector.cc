@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <optional>
 
 #include "common/http_grammar.h"
@@ -78,17 +79,19 @@ std::string percent_decode(std::string_view s) {
   return out;
 }
 
-// Calls `visit` on each view of `text` in which something may hide: the raw text, its
-// percent-decoding, and the base64 decoding of every long enough word of either (at each of
-// the four alignments, since a word may start with a few non-base64 characters).
+// Calls `visit(layer, how, word_chars)` on each view of `text` in which something may hide:
+// the raw text, its percent-decoding, and the base64 decoding of every long enough word of
+// either (at each of the four alignments, since a word may start with a few non-base64
+// characters). word_chars is the length of the base64 word a layer was decoded from (0 for
+// the raw and percent-decoded layers).
 template <class Visit>
 void for_each_layer(std::string_view text, size_t min_word, Visit&& visit) {
-  visit(text, "raw");
+  visit(text, "raw", size_t{0});
   std::string decoded;
   bool has_pct = text.find('%') != std::string_view::npos;
   if (has_pct) {
     decoded = percent_decode(text);
-    visit(std::string_view(decoded), "percent-encoded");
+    visit(std::string_view(decoded), "percent-encoded", size_t{0});
   }
   auto words = [&](std::string_view s) {
     size_t i = 0;
@@ -100,7 +103,7 @@ void for_each_layer(std::string_view text, size_t min_word, Visit&& visit) {
       if (word.size() < min_word) continue;
       for (size_t shift = 0; shift < 4 && shift < word.size(); ++shift) {
         std::string bytes = lenient_b64_decode(word.substr(shift));
-        visit(std::string_view(bytes), "base64");
+        visit(std::string_view(bytes), "base64", word.size());
       }
     }
   };
@@ -162,7 +165,7 @@ Scan scan_request(const HeaderList& headers, std::string_view target) {
   scan.in_header.resize(headers.size());
   auto collect = [](std::string_view text, std::vector<FoundToken>& out) {
     for_each_layer(text, kTokenMinBase64Word,
-                   [&](std::string_view layer, const char*) { find_in_layer(layer, out); });
+                   [&](std::string_view layer, const char*, size_t) { find_in_layer(layer, out); });
   };
   for (size_t i = 0; i < headers.size(); ++i) {
     collect(headers[i].name, scan.in_header[i]);
@@ -273,7 +276,7 @@ bool is_injectable_header(std::string_view name) {
 std::vector<FoundToken> find_proxy_tokens(std::string_view text) {
   std::vector<FoundToken> out;
   for_each_layer(text, kTokenMinBase64Word,
-                 [&](std::string_view layer, const char*) { find_in_layer(layer, out); });
+                 [&](std::string_view layer, const char*, size_t) { find_in_layer(layer, out); });
   return out;
 }
 
@@ -386,18 +389,51 @@ InjectionReport inject_credentials(HeaderList& headers, std::string_view target,
 std::vector<ScrubbedHeader> scrub_response_headers(HeaderList& headers,
                                                    const std::vector<std::string>& secrets) {
   std::vector<ScrubbedHeader> removed;
+  // Base64 words at least as long as the encoding of a secret alone are worth decoding for
+  // that secret; the layers of a header are decoded once, for the shortest such word over all
+  // secrets (not once per secret: this runs on every response), and each secret then looks
+  // only at the layers its own bound admits, so the result is as if decoded per secret.
+  auto min_word_for = [](const std::string& secret) {
+    return std::max<size_t>(4, secret.size() * 4 / 3);
+  };
+  size_t min_word = std::numeric_limits<size_t>::max();
+  for (const auto& secret : secrets)
+    if (!secret.empty()) min_word = std::min(min_word, min_word_for(secret));
+  if (min_word == std::numeric_limits<size_t>::max()) return removed;
+  struct Layer {
+    std::string_view view;  // into the header itself (raw) or into `bytes`
+    std::string bytes;
+    const char* how;
+    size_t word_chars;
+  };
+  std::vector<Layer> layers[2];  // of the name, of the value (reused across headers)
   HeaderList kept;
   kept.reserve(headers.size());
   for (auto& h : headers) {
+    const std::string_view texts[2] = {h.name, h.value};
+    for (int t = 0; t < 2; ++t) {
+      layers[t].clear();
+      for_each_layer(texts[t], min_word, [&](std::string_view layer, const char* how, size_t w) {
+        if (w == 0 && std::string_view(how) == "raw") {
+          layers[t].push_back(Layer{layer, {}, how, w});
+        } else {
+          layers[t].push_back(Layer{{}, std::string(layer), how, w});
+        }
+      });
+    }
     const char* form = nullptr;
     for (const auto& secret : secrets) {
       if (secret.empty()) continue;
-      // Base64 words at least as long as the encoding of the secret alone are worth decoding.
-      size_t min_word = std::max<size_t>(4, secret.size() * 4 / 3);
-      for (std::string_view text : {std::string_view(h.name), std::string_view(h.value)}) {
-        for_each_layer(text, min_word, [&](std::string_view layer, const char* how) {
-          if (form == nullptr && layer.find(secret) != std::string_view::npos) form = how;
-        });
+      size_t own_min = min_word_for(secret);
+      for (auto& text_layers : layers) {
+        for (const auto& l : text_layers) {
+          if (l.word_chars != 0 && l.word_chars < own_min) continue;
+          std::string_view view = l.view.data() != nullptr ? l.view : std::string_view(l.bytes);
+          if (view.find(secret) != std::string_view::npos) {
+            form = l.how;
+            break;
+          }
+        }
         if (form) break;
       }
       if (form) break;

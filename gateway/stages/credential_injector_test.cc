@@ -490,6 +490,34 @@ TEST(Scrub, T23_EchoedSecretRemovedFromResponseHeaders) {
   EXPECT_EQ(removed[4].form, "percent-encoded");
 }
 
+// The layers of a header are decoded once for all secrets (the shortest secret's word bound):
+// each secret must still be found in every form, whatever the other secrets' lengths, in the
+// name as in the value, and a header that holds none of them stays.
+TEST(Scrub, SecretsOfDifferentLengthsShareDecodedLayers) {
+  const std::string short_secret = "s3cr3t-short";
+  const std::string long_secret = "Bearer " + kSecret + "-and-then-some-more-bytes";
+  for (const std::vector<std::string>& secrets :
+       {std::vector<std::string>{short_secret, long_secret},
+        std::vector<std::string>{long_secret, short_secret}}) {
+    HeaderList h{{"X-Long-B64", "v=" + base64_encode("x" + long_secret)},
+                 {"X-Short-B64url", base64url_encode("ab" + short_secret)},
+                 {"X-" + base64url_encode(short_secret + "...."), "name carries it"},
+                 {"X-Pct", "a%3D" + long_secret.substr(0, 6) + "%20" + long_secret.substr(7)},
+                 {"X-Short-Word", base64_encode(short_secret.substr(0, 6))},
+                 {"X-Ok", base64_encode(std::string(60, 'q'))}};
+    auto removed = scrub_response_headers(h, secrets);
+    ASSERT_EQ(removed.size(), 4u);
+    EXPECT_EQ(removed[0].name, "X-Long-B64");
+    EXPECT_EQ(removed[0].form, "base64");
+    EXPECT_EQ(removed[1].form, "base64");
+    EXPECT_EQ(removed[2].form, "base64");
+    EXPECT_EQ(removed[3].form, "percent-encoded");
+    ASSERT_EQ(h.size(), 2u);
+    EXPECT_EQ(h[0].name, "X-Short-Word");
+    EXPECT_EQ(h[1].name, "X-Ok");
+  }
+}
+
 TEST(Scrub, NoSecretsNoChange) {
   HeaderList h{{"A", "b"}, {"C", "d"}};
   EXPECT_TRUE(scrub_response_headers(h, {}).empty());

@@ -7,22 +7,40 @@
 // 3. Otherwise loads the virtio modules from /lib/modules in dependency order (no modules.dep),
 //    configures eth0 (10.0.2.2/24), sends "NET-HELLO" by UDP to the inner host's TAP address
 //    10.0.2.1:7001, and "VSOCK-HELLO" over vsock to the host (CID 2, port 7000).
-// 4. Then serves vsock port 7002 forever: each connection gets "PONG <n> <uptime>" for its line,
-//    where n counts the pings served since boot, so that a restored guest proves it continued.
+// 4. Then serves vsock port 7002 forever: each connection gets, for its line,
+//      "PONG <n> gen=<hex> reseeds=<k> restored=<r> fresh=<0|1> crng_reseed=<-1|0|1>
+//       random=<hex> [pre=<hex>] uptime=<s>"
+//    n counts the pings served since boot (a restored guest proves it continued); gen is the
+//    entropy-mailbox generation the kernel was last reseeded for, k the reseeds since boot,
+//    fresh=1 on the first reply delivered after a reseed, random 16 bytes of getrandom()
+//    drawn after the check. A request line containing "probe" also gets pre=: 16 bytes drawn
+//    BEFORE the check, i.e. what code running ahead of the agent would have drawn (the control).
+//
+// Entropy (the guest-agent contract of vmm/snapshot/entropy.h): the mailbox page at 0xC0FFF000
+// is mapped through /dev/mem. Debian's cloud kernel has STRICT_DEVMEM and IO_STRICT_DEVMEM, which
+// refuse RAM and pages claimed busy by a driver, but allow this page: it is neither RAM nor
+// claimed (the same holds for the boot-timer page). At boot and before every request the agent
+// compares the generation id with the one it last saw; on a change it feeds the 64-byte seed to
+// the kernel (RNDADDENTROPY, 512 bits credited, then RNDRESEEDCRNG so that the CRNG is rekeyed
+// now and not at its next scheduled reseed), ACKs the seed, and records the generation. A
+// restored clone resumes inside accept(), so its first act on any request is this check.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/random.h>
 #include <linux/vm_sockets.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/random.h>
 #include <sys/reboot.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -78,6 +96,133 @@ static void boot_timer(void) {
     munmap(p, 4096);
   }
   close(fd);
+}
+
+// --- entropy mailbox (vmm/snapshot/entropy.h) ------------------------------------------------
+#define MAILBOX_ADDR 0xC0FFF000L
+#define MB_MAGIC 0x4445455344524F43ull  // "CORDSEED"
+#define MB_GEN 0x10
+#define MB_RESTORED 0x20
+#define MB_SEED 0x40
+#define MB_ACK 0x80
+#define SEED_BYTES 64
+
+static volatile uint32_t* mailbox;  // NULL: no mailbox (other monitor, or /dev/mem refused)
+static int random_fd = -1;
+static unsigned char last_gen[16];
+static unsigned reseeds;
+static unsigned last_restored;
+static int crng_reseed_ok = -1;  // -1 unknown, 0 RNDRESEEDCRNG refused, 1 done
+
+// 32-bit volatile loads: each one is a single MMIO exit; no memcpy, whose vector moves the
+// monitor's instruction decoder would have to emulate.
+static uint32_t mb_read32(unsigned off) {
+  return mailbox[off / 4];
+}
+
+static void mb_read(unsigned off, unsigned char* out, unsigned len) {
+  for (unsigned i = 0; i < len; i += 4) {
+    uint32_t v = mb_read32(off + i);
+    memcpy(out + i, &v, 4);
+  }
+}
+
+static void to_hex(const unsigned char* b, unsigned len, char* out) {
+  static const char kHex[] = "0123456789abcdef";
+  for (unsigned i = 0; i < len; i++) {
+    out[2 * i] = kHex[b[i] >> 4];
+    out[2 * i + 1] = kHex[b[i] & 15];
+  }
+  out[2 * len] = 0;
+}
+
+static void entropy_open(void) {
+  int fd = open("/dev/mem", O_RDWR | O_SYNC | O_CLOEXEC);
+  if (fd < 0) {
+    say("guest: entropy: /dev/mem: %s\n", strerror(errno));
+    return;
+  }
+  void* p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, MAILBOX_ADDR);
+  int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    say("guest: entropy: mmap /dev/mem at 0x%lx: %s\n", MAILBOX_ADDR, strerror(err));
+    return;
+  }
+  mailbox = p;
+  uint64_t magic = (uint64_t)mb_read32(0) | ((uint64_t)mb_read32(4) << 32);
+  uint32_t version = mb_read32(8), seed_len = mb_read32(12);
+  if (magic != MB_MAGIC || version != 1 || seed_len != SEED_BYTES) {
+    say("guest: entropy: no mailbox at 0x%lx (magic %016llx version %u seed %u)\n", MAILBOX_ADDR,
+        (unsigned long long)magic, version, seed_len);
+    munmap(p, 4096);
+    mailbox = NULL;
+    return;
+  }
+  random_fd = open("/dev/urandom", O_RDWR | O_CLOEXEC);
+  if (random_fd < 0) {
+    say("guest: entropy: /dev/urandom: %s\n", strerror(errno));
+    munmap(p, 4096);
+    mailbox = NULL;
+  }
+}
+
+// Returns 1 if it reseeded for a new generation, 0 if the generation is the one already seen,
+// -1 on failure (reported on the console).
+static int entropy_check(void) {
+  if (!mailbox) return -1;
+  unsigned char gen[16], again[16];
+  struct {
+    struct rand_pool_info info;
+    unsigned char bytes[SEED_BYTES];
+  } seed;
+  int tries = 0;
+  for (;;) {
+    mb_read(MB_GEN, gen, sizeof gen);
+    if (reseeds > 0 && memcmp(gen, last_gen, sizeof gen) == 0) return 0;
+    mb_read(MB_SEED, seed.bytes, SEED_BYTES);
+    mb_read(MB_GEN, again, sizeof again);
+    // A snapshot between the two reads of the generation would pair an old seed with a new id.
+    if (memcmp(gen, again, sizeof gen) == 0) break;
+    if (++tries > 3) {
+      say("guest: entropy: generation keeps changing\n");
+      return -1;
+    }
+  }
+  unsigned char any = 0;
+  for (unsigned i = 0; i < SEED_BYTES; i++) any |= seed.bytes[i];
+  if (!any) {
+    // Someone ACKed this generation already (we are the only reader): say so, do not pretend.
+    say("guest: entropy: seed of the new generation is already wiped\n");
+    return -1;
+  }
+  seed.info.entropy_count = SEED_BYTES * 8;
+  seed.info.buf_size = SEED_BYTES;
+  if (ioctl(random_fd, RNDADDENTROPY, &seed.info) != 0) {
+    say("guest: entropy: RNDADDENTROPY: %s\n", strerror(errno));
+    explicit_bzero(&seed, sizeof seed);
+    return -1;
+  }
+  explicit_bzero(&seed, sizeof seed);
+  // Crediting 512 bits already reseeds a CRNG that was not yet initialized; RNDRESEEDCRNG
+  // (Linux >= 4.17) rekeys an initialized one at once instead of at its next scheduled reseed.
+  crng_reseed_ok = ioctl(random_fd, RNDRESEEDCRNG) == 0;
+  if (!crng_reseed_ok) say("guest: entropy: RNDRESEEDCRNG: %s\n", strerror(errno));
+  mailbox[MB_ACK / 4] = 1;
+  if (mb_read32(MB_SEED) != 0) say("guest: entropy: seed not wiped after ACK\n");
+  last_restored = mb_read32(MB_RESTORED);
+  memcpy(last_gen, gen, sizeof gen);
+  reseeds++;
+  return 1;
+}
+
+static void random16_hex(char* out) {
+  unsigned char b[16];
+  if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+    snprintf(out, 33, "error");
+    return;
+  }
+  to_hex(b, sizeof b, out);
 }
 
 static int load_module(const char* name) {
@@ -173,7 +318,10 @@ static void serve_pings(void) {
   }
   say("guest: serving vsock port 7002\n");
   unsigned served = 0;
+  int fresh = 0;  // 1 until a reply that follows a reseed has been delivered
   for (;;) {
+    // A clone resumes inside this accept(): the check below is the first thing it does for any
+    // request, so nothing the request causes runs on the template's CRNG state.
     int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
     if (c < 0) {
       sleep_ms(10);
@@ -183,10 +331,30 @@ static void serve_pings(void) {
     ssize_t n = read(c, line, sizeof line - 1);
     if (n > 0) {
       line[n] = 0;
+      // The control sample, drawn before this request's check: what code running ahead of the
+      // agent would have drawn (after a restore: from the CRNG state the snapshot carried).
+      char pre[40] = "";
+      if (strstr(line, "probe")) {
+        char h[33];
+        random16_hex(h);
+        snprintf(pre, sizeof pre, " pre=%s", h);
+      }
+      // The check that must precede everything the request causes.
+      if (entropy_check() == 1) fresh = 1;
       served++;
-      char reply[160];
-      int m = snprintf(reply, sizeof reply, "PONG %u uptime=%.3f\n", served, uptime_s());
-      if (write(c, reply, (size_t)m) != m) say("guest: vsock reply: %s\n", strerror(errno));
+      char gen[33], rnd[33];
+      to_hex(last_gen, sizeof last_gen, gen);
+      random16_hex(rnd);
+      char reply[400];
+      int m = snprintf(reply, sizeof reply,
+                       "PONG %u gen=%s reseeds=%u restored=%u fresh=%d crng_reseed=%d random=%s%s "
+                       "uptime=%.3f\n",
+                       served, mailbox ? gen : "none", reseeds, last_restored, fresh,
+                       crng_reseed_ok, rnd, pre, uptime_s());
+      if (write(c, reply, (size_t)m) != m)
+        say("guest: vsock reply: %s\n", strerror(errno));
+      else
+        fresh = 0;
     }
     close(c);
   }
@@ -216,6 +384,15 @@ int main(void) {
     return 0;
   }
 
+  // Fresh entropy before anything else runs (there is nothing else in this guest, but the order
+  // is the contract's).
+  entropy_open();
+  if (entropy_check() == 1) {
+    char gen[33];
+    to_hex(last_gen, sizeof last_gen, gen);
+    say("guest: entropy: reseeded at boot, gen=%s restored=%u crng_reseed=%d\n", gen, last_restored,
+        crng_reseed_ok);
+  }
   for (size_t i = 0; i < sizeof kModules / sizeof kModules[0]; i++) load_module(kModules[i]);
   if_up("lo", NULL);
   say("guest: modules loaded uptime=%.3f\n", uptime_s());

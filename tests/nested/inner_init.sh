@@ -2,7 +2,8 @@
 # /init of the inner machine (L1) in the nested boot test. Runs on the Debian cloud kernel under
 # the outer QEMU (TCG, -cpu max), loads kvm-amd, and:
 #   test:  boots the guest (L2) with cordon-vmm, checks its reports over vsock and over the TAP,
-#          snapshots it, restores it in a new cordon-vmm and checks that it answers again;
+#          snapshots it, restores it twice (two clones, each in a new cordon-vmm), checks that each
+#          answers again and reseeded the guest kernel for its own entropy generation;
 #   bench: boots the same guest with cordon-vmm and with QEMU -M microvm, side by side.
 # Mode and run count come from the kernel command line: nested.mode=test|bench|both,
 # nested.runs=N. Every result line starts with "NESTED"; the last one is
@@ -60,6 +61,77 @@ GMEM=256
 K=/guest/vmlinuz
 I=/guest/initrd.cpio
 
+# One word of a PONG reply: field "PONG 2 gen=ab reseeds=2 ..." gen -> ab.
+field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+
+# Restores /run/snap into cordon-vmm number $1 (sockets /run/v$1.sock, /run/api$1.sock), pings it
+# with "probe" (the guest then also reports getrandom() bytes drawn before its entropy check),
+# checks that it continued, stops it. The reply goes to /run/reply$1.
+restore_clone() {
+  c=$1
+  tr0=$(nested_tool now)
+  cordon-vmm --restore /run/snap --vsock-uds /run/v$c.sock --tap tap0 --api-sock /run/api$c.sock \
+    --serial /run/g$c.log > /run/vmm$c.log 2>&1 &
+  VMMC=$!
+  i=0
+  while [ ! -S /run/v$c.sock ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i + 1)); done
+  # The restored guest first handles the vsock TRANSPORT_RESET that a restore sends (connections
+  # do not survive a snapshot); a connection that races with it is reset, so the host reconnects.
+  r="" i=0
+  while [ $i -lt 20 ]; do
+    r=$(nested_tool vsock-connect /run/v$c.sock 7002 "PING $c probe" 10000) && break
+    r="" i=$((i + 1))
+    sleep 0.5
+  done
+  tr1=$(nested_tool now)
+  [ -n "$r" ] || { cat /run/g$c.log /run/vmm$c.log; fail "vsock ping after restore (clone $c)"; }
+  echo "NESTED: clone $c after restore: $r (attempts: $((i + 1)))"
+  echo "NESTED-RESTORE: clone $c: monitor start -> restored guest answered: $(ms_since $tr0 $tr1) ms"
+  # A freshly booted guest would answer "PONG 1": a count of 2 or more is the old guest going on.
+  n=$(echo "$r" | awk '$1 == "PONG" { print $2 }')
+  [ -n "$n" ] && [ "$n" -ge 2 ] || fail "clone $c did not continue (reply: $r)"
+  echo "$r" > /run/reply$c
+  echo "NESTED: status: $(nested_tool api /run/api$c.sock '{"cmd":"status"}' 5000)"
+  nested_tool api /run/api$c.sock '{"cmd":"stop"}' 10000 > /dev/null || fail "stop clone $c"
+  wait $VMMC || { cat /run/vmm$c.log; fail "clone $c cordon-vmm exit status"; }
+  [ -s /run/g$c.log ] && sed 's/^/NESTED: clone '$c' console: /' /run/g$c.log | grep entropy
+  return 0
+}
+
+# The entropy verdict over the boot's reply (/run/reply1) and the two clones' (2, 3).
+check_entropy() {
+  r1=$(cat /run/reply1) r2=$(cat /run/reply2) r3=$(cat /run/reply3)
+  g1=$(field "$r1" gen) g2=$(field "$r2" gen) g3=$(field "$r3" gen)
+  for g in "$g1" "$g2" "$g3"; do
+    case "$g" in
+      [0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]*) ;;
+      *) fail "entropy: no generation id in a reply (boot: $r1 / clones: $r2 / $r3)" ;;
+    esac
+  done
+  [ "$(field "$r1" reseeds)" = 1 ] && [ "$(field "$r1" restored)" = 0 ] ||
+    fail "entropy: boot did not reseed once with restored=0: $r1"
+  for c in 2 3; do
+    r=$(cat /run/reply$c)
+    [ "$(field "$r" reseeds)" = 2 ] && [ "$(field "$r" restored)" = 1 ] ||
+      fail "entropy: clone $c did not reseed for its restore before answering: $r"
+  done
+  [ "$g2" != "$g1" ] || fail "entropy: clone 2 reports the boot's generation $g1"
+  [ "$g3" != "$g1" ] || fail "entropy: clone 3 reports the boot's generation $g1"
+  [ "$g2" != "$g3" ] || fail "entropy: both clones report generation $g2"
+  echo "NESTED-ENTROPY: generations: boot $g1, clone 2 $g2, clone 3 $g3 (all different)"
+  echo "NESTED-ENTROPY: RNDRESEEDCRNG: boot $(field "$r1" crng_reseed), clones $(field "$r2" crng_reseed) $(field "$r3" crng_reseed) (1 = done)"
+  x2=$(field "$r2" random) x3=$(field "$r3" random)
+  [ -n "$x2" ] && [ "$x2" != error ] && [ "$x2" != "$x3" ] ||
+    fail "entropy: the clones' getrandom() after reseed are equal or missing: $x2 / $x3"
+  echo "NESTED-ENTROPY: getrandom() after reseed: clone 2 $x2, clone 3 $x3 (different)"
+  p2=$(field "$r2" pre) p3=$(field "$r3" pre)
+  if [ -n "$p2" ] && [ "$p2" = "$p3" ]; then
+    echo "NESTED-ENTROPY: control: getrandom() before the agent's check: EQUAL in both clones ($p2): the snapshot carried the CRNG state, the reseed is what separates them"
+  else
+    echo "NESTED-ENTROPY: control: getrandom() before the agent's check: different ($p2 / $p3): the guest kernel already diverged on its own, most likely by its own scheduled CRNG reseed (every uptime/2 in its first 2 min, 60 s later) from an input pool that differs per clone; timing-dependent, no guarantee: the agent's reseed is what is required (fresh: $(field "$r2" fresh) $(field "$r3" fresh))"
+  fi
+}
+
 run_test() {
   nested_tool mktap tap0 || fail "mktap"
   ip addr add 10.0.2.1/24 dev tap0 || fail "tap address"
@@ -93,6 +165,8 @@ run_test() {
     { cat /run/g1.log /run/vmm1.log; fail "vsock ping before snapshot"; }
   echo "NESTED: before snapshot: $r"
   case "$r" in "PONG 1 "*) ;; *) fail "unexpected reply before snapshot: $r" ;; esac
+  echo "$r" > /run/reply1
+  grep entropy /run/g1.log | sed 's/^/NESTED: guest console: /'
   echo "NESTED: status: $(nested_tool api /run/api1.sock '{"cmd":"status"}' 5000)"
 
   ts0=$(nested_tool now)
@@ -103,30 +177,12 @@ run_test() {
   nested_tool api /run/api1.sock '{"cmd":"stop"}' 10000 > /dev/null || fail "stop request"
   wait $VMM || { cat /run/vmm1.log; fail "cordon-vmm exit status $?"; }
 
-  tr0=$(nested_tool now)
-  cordon-vmm --restore /run/snap --vsock-uds /run/v2.sock --tap tap0 --api-sock /run/api2.sock \
-    --serial /run/g2.log > /run/vmm2.log 2>&1 &
-  VMM2=$!
-  i=0
-  while [ ! -S /run/v2.sock ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i + 1)); done
-  # The restored guest first handles the vsock TRANSPORT_RESET that a restore sends (connections
-  # do not survive a snapshot); a connection that races with it is reset, so the host reconnects.
-  r="" i=0
-  while [ $i -lt 20 ]; do
-    r=$(nested_tool vsock-connect /run/v2.sock 7002 "PING 2" 10000) && break
-    r="" i=$((i + 1))
-    sleep 0.5
-  done
-  tr1=$(nested_tool now)
-  [ -n "$r" ] || { cat /run/g2.log /run/vmm2.log; fail "vsock ping after restore"; }
-  echo "NESTED: after restore: $r (attempts: $((i + 1)))"
-  echo "NESTED-RESTORE: monitor start -> restored guest answered: $(ms_since $tr0 $tr1) ms"
-  # A freshly booted guest would answer "PONG 1": a count of 2 or more is the old guest going on.
-  n=$(echo "$r" | awk '$1 == "PONG" { print $2 }')
-  [ -n "$n" ] && [ "$n" -ge 2 ] || fail "restored guest did not continue (reply: $r)"
-  echo "NESTED: status: $(nested_tool api /run/api2.sock '{"cmd":"status"}' 5000)"
-  nested_tool api /run/api2.sock '{"cmd":"stop"}' 10000 > /dev/null || fail "stop restored"
-  wait $VMM2 || { cat /run/vmm2.log; fail "restored cordon-vmm exit status"; }
+  # Two clones of the one snapshot, one after the other (same TAP). Each must report a new
+  # entropy generation (not the boot's, not the other clone's), 2 reseeds (boot + its restore)
+  # and getrandom() bytes that differ from the other clone's.
+  restore_clone 2
+  restore_clone 3
+  check_entropy
   rm -rf /run/snap
 }
 

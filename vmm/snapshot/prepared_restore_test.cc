@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "vmm/snapshot/test_util.h"
 #include "vmm/vmm.h"
 
 namespace cordon::vmm {
@@ -18,21 +19,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool have_kvm() {
-  int fd = ::open("/dev/kvm", O_RDWR | O_CLOEXEC);
-  if (fd < 0) return false;
-  ::close(fd);
-  return true;
-}
-
-bool wait_for(Machine& m, const std::string& text, std::chrono::milliseconds limit) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (m.serial_output().find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return false;
-}
+using snapshot::testing::have_kvm;
+using snapshot::testing::wait_for;
 
 class PreparedRestore : public ::testing::Test {
  protected:

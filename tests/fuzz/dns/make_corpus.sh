@@ -14,3 +14,7 @@ printf '\000\011\000\000\000\001\000\000\000\000\000\000\001a\300\014\000\001\00
 # A long label (63 bytes) name.
 printf '\000\012\000\000\000\001\000\000\000\000\000\000\077' > $d/long_label
 printf 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\000\000\001\000\001' >> $d/long_label
+# Resolver side: a response to the A query above, a CNAME then an A record (compressed names).
+printf '\022\064\201\200\000\001\000\002\000\000\000\000\003api\007example\003com\000\000\001\000\001' > $d/a_response
+printf '\300\014\000\005\000\001\000\000\000\074\000\006\003cdn\300\020' >> $d/a_response
+printf '\300\055\000\001\000\001\000\000\000\074\000\004\300\000\002\001' >> $d/a_response
