@@ -153,7 +153,17 @@ void add_audit_commands(CLI::App& app, CliContext& ctx) {
         if (method && !method->empty()) request += printable(*method) + " ";
         if (host) request += printable(*host);
         if (path) request += printable(*path);
-        if (request.empty()) request = "-";
+        if (request.empty()) {
+          // Not an HTTP request: a dropped packet (protocol and destination) or a refused TLS
+          // connection (its SNI), so that the table still says what was attempted.
+          auto protocol = r.get("protocol"), dst = r.get("dst"), sni = r.get("sni");
+          if (protocol && !protocol->empty())
+            request = printable(*protocol) + (dst ? " " + printable(*dst) : "");
+          else if (sni && !sni->empty())
+            request = "TLS " + printable(*sni);
+          else
+            request = "-";
+        }
         std::printf("%-27s  %-12s  %-8s  %-48s  %-24s  %s\n", or_dash(r.get("ts")).c_str(),
                     or_dash(r.get("sandbox")).c_str(), or_dash(r.get("decision")).c_str(),
                     request.c_str(), or_dash(r.get("rule")).c_str(),

@@ -99,15 +99,33 @@ struct SnapshotCleanup {
   }
 };
 
-void BM_SetupToFirstInstruction(benchmark::State& state) {
+// Counters of a timed loop: median and minimum wall time, beside the goal.
+void report_wall(benchmark::State& state, const std::vector<double>& wall, double goal_ms) {
+  state.counters["median_ms"] = median(wall);
+  state.counters["min_ms"] = minimum(wall);
+  state.counters["goal_ms"] = goal_ms;
+}
+
+// A VM from Machine::prepare() (a pool kept by the sandbox manager), or none: the KVM
+// VM-creation waits then happen before the clock starts, as they would while the pool refills.
+cordon::Result<std::unique_ptr<Machine>> maybe_prepared(bool prepared, uint64_t mem_bytes) {
+  if (!prepared) return std::unique_ptr<Machine>();
+  return Machine::prepare(mem_bytes, 1);
+}
+
+// Monitor start to the guest's first exit (its first instruction is an exit).
+void measure_setup(benchmark::State& state, bool prepared) {
   if (!have_kvm()) return state.SkipWithError("no /dev/kvm");
+  constexpr uint64_t kMem = 128ull << 20;
   std::vector<double> wall, first_exit;
   for (auto _ : state) {
+    auto vm = maybe_prepared(prepared, kMem);
+    if (!vm) return state.SkipWithError(vm.error().message.c_str());
     auto t0 = Clock::now();
     VmConfig c;
     c.kernel_path = kGuests + "/first_exit.elf";
-    c.mem_bytes = 128ull << 20;
-    auto m = Machine::create(c);
+    c.mem_bytes = kMem;
+    auto m = prepared ? Machine::create(c, std::move(*vm)) : Machine::create(c);
     if (!m || !(*m)->start()) return state.SkipWithError("create failed");
     while ((*m)->status().first_exit_ms < 0) std::this_thread::yield();
     double ms = ms_since(t0);
@@ -116,79 +134,46 @@ void BM_SetupToFirstInstruction(benchmark::State& state) {
     first_exit.push_back((*m)->status().first_exit_ms);
     (*m)->stop();
   }
-  state.counters["median_ms"] = median(wall);
-  state.counters["min_ms"] = minimum(wall);
+  report_wall(state, wall, 10);
   state.counters["first_exit_median_ms"] = median(first_exit);
-  state.counters["goal_ms"] = 10;
+}
+
+void measure_restore(benchmark::State& state, bool prepared) {
+  if (!have_kvm() || snapshot_dir().empty()) return state.SkipWithError("no /dev/kvm or snapshot");
+  std::vector<double> wall;
+  for (auto _ : state) {
+    auto vm = maybe_prepared(prepared, 256ull << 20);
+    if (!vm) return state.SkipWithError(vm.error().message.c_str());
+    auto t0 = Clock::now();
+    auto m = prepared ? Machine::restore(snapshot_dir(), RestoreOptions{}, std::move(*vm))
+                      : Machine::restore(snapshot_dir(), RestoreOptions{});
+    if (!m) return state.SkipWithError(m.error().message.c_str());
+    double ms = ms_since(t0);
+    state.SetIterationTime(ms / 1000);
+    wall.push_back(ms);
+    (*m)->stop();
+  }
+  report_wall(state, wall, 5);
+}
+
+void BM_SetupToFirstInstruction(benchmark::State& state) {
+  measure_setup(state, false);
+}
+void BM_SetupIntoPreparedVm(benchmark::State& state) {
+  measure_setup(state, true);
+}
+void BM_RestoreSnapshot(benchmark::State& state) {
+  measure_restore(state, false);
+}
+void BM_RestoreIntoPreparedVm(benchmark::State& state) {
+  measure_restore(state, true);
 }
 BENCHMARK(BM_SetupToFirstInstruction)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(20);
-
-// The same set-up into a VM from Machine::prepare() (a pool): devices, guest image, threads.
-void BM_SetupIntoPreparedVm(benchmark::State& state) {
-  if (!have_kvm()) return state.SkipWithError("no /dev/kvm");
-  std::vector<double> wall;
-  for (auto _ : state) {
-    auto prepared = Machine::prepare(128ull << 20, 1);
-    if (!prepared) return state.SkipWithError(prepared.error().message.c_str());
-    auto t0 = Clock::now();
-    VmConfig c;
-    c.kernel_path = kGuests + "/first_exit.elf";
-    c.mem_bytes = 128ull << 20;
-    auto m = Machine::create(c, std::move(*prepared));
-    if (!m || !(*m)->start()) return state.SkipWithError("create failed");
-    while ((*m)->status().first_exit_ms < 0) std::this_thread::yield();
-    double ms = ms_since(t0);
-    state.SetIterationTime(ms / 1000);
-    wall.push_back(ms);
-    (*m)->stop();
-  }
-  state.counters["median_ms"] = median(wall);
-  state.counters["min_ms"] = minimum(wall);
-  state.counters["goal_ms"] = 10;
-}
 BENCHMARK(BM_SetupIntoPreparedVm)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(20);
-
-void BM_RestoreSnapshot(benchmark::State& state) {
-  if (!have_kvm() || snapshot_dir().empty()) return state.SkipWithError("no /dev/kvm or snapshot");
-  std::vector<double> wall;
-  for (auto _ : state) {
-    auto t0 = Clock::now();
-    auto m = Machine::restore(snapshot_dir(), RestoreOptions{});
-    if (!m) return state.SkipWithError(m.error().message.c_str());
-    double ms = ms_since(t0);
-    state.SetIterationTime(ms / 1000);
-    wall.push_back(ms);
-    (*m)->stop();
-  }
-  state.counters["median_ms"] = median(wall);
-  state.counters["min_ms"] = minimum(wall);
-  state.counters["goal_ms"] = 5;
-}
 BENCHMARK(BM_RestoreSnapshot)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(20);
-
-// The same restore into a VM from Machine::prepare() (a pool kept by the sandbox manager): the
-// KVM VM-creation waits happen before the clock starts, as they would while the pool refills.
-void BM_RestoreIntoPreparedVm(benchmark::State& state) {
-  if (!have_kvm() || snapshot_dir().empty()) return state.SkipWithError("no /dev/kvm or snapshot");
-  std::vector<double> wall;
-  for (auto _ : state) {
-    auto prepared = Machine::prepare(256ull << 20, 1);
-    if (!prepared) return state.SkipWithError(prepared.error().message.c_str());
-    auto t0 = Clock::now();
-    auto m = Machine::restore(snapshot_dir(), RestoreOptions{}, std::move(*prepared));
-    if (!m) return state.SkipWithError(m.error().message.c_str());
-    double ms = ms_since(t0);
-    state.SetIterationTime(ms / 1000);
-    wall.push_back(ms);
-    (*m)->stop();
-  }
-  state.counters["median_ms"] = median(wall);
-  state.counters["min_ms"] = minimum(wall);
-  state.counters["goal_ms"] = 5;
-}
 BENCHMARK(BM_RestoreIntoPreparedVm)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(20);
 
 // The kernel's part of VM creation, with no monitor around it: each ioctl timed on its own.
