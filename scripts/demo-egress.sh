@@ -13,6 +13,7 @@
 # Usage (root): scripts/demo-egress.sh PATH/TO/cordon [PATH/TO/cordon-fake-upstream]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib/test_pki.sh"
 cordon=$(realpath "${1:?usage: demo-egress.sh PATH/TO/cordon [PATH/TO/cordon-fake-upstream]}")
 upstream_bin=${2:-$(dirname "$cordon")/../tests/tools/fake_upstream/cordon-fake-upstream}
 [ -x "$upstream_bin" ] || { echo "demo-egress: no fake upstream at $upstream_bin (build target cordon-fake-upstream)" >&2; exit 1; }
@@ -65,13 +66,7 @@ for l in "$gw lo" "$gw v-gw-in" "$inet lo" "$inet v-in"; do
 done
 echo "   gateway $gw (198.51.100.1) -> internet $inet (198.51.100.10)"
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj '/CN=demo internet CA' \
-  -keyout "$tmp/up-ca.key" -out "$tmp/up-ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj '/CN=api.github.com' \
-  -keyout "$tmp/up.key" -out "$tmp/up.csr" 2>/dev/null
-printf 'subjectAltName=DNS:api.github.com,DNS:api.anthropic.com\n' >"$tmp/up.ext"
-openssl x509 -req -in "$tmp/up.csr" -CA "$tmp/up-ca.pem" -CAkey "$tmp/up-ca.key" -CAcreateserial \
-  -days 1 -extfile "$tmp/up.ext" -out "$tmp/up.pem" 2>/dev/null
+make_upstream_cert "$tmp" "demo internet CA" api.github.com api.anthropic.com || die "cannot make the fake internet's certificate"
 ip netns exec "$inet" "$upstream_bin" "$tmp/up.pem" "$tmp/up.key" 198.51.100.10:443 \
   >"$tmp/upstream.jsonl" 2>"$tmp/upstream.log" &
 upstream_pid=$!

@@ -13,6 +13,7 @@
 set -uo pipefail
 cordon=$(realpath "${1:?usage: confinement_e2e.sh CORDON FAKE_UPSTREAM}")
 upstream_bin=$(realpath "${2:?usage: confinement_e2e.sh CORDON FAKE_UPSTREAM}")
+. "$(dirname "$0")/../../../scripts/lib/test_pki.sh"
 [ "$(id -u)" -eq 0 ] || { echo "SKIPPED: needs root (namespaces, BPF, tc)"; exit 0; }
 for t in ip nft curl openssl dig python3; do
   command -v "$t" >/dev/null || { echo "SKIPPED: $t is not installed"; exit 0; }
@@ -126,13 +127,7 @@ time.sleep(3600)
 PY
 upstream_pid="$upstream_pid $!"
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj '/CN=e2e internet CA' \
-  -keyout "$tmp/up-ca.key" -out "$tmp/up-ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj '/CN=api.allowed.test' \
-  -keyout "$tmp/up.key" -out "$tmp/up.csr" 2>/dev/null
-printf 'subjectAltName=DNS:api.allowed.test,DNS:api.denied.test\n' >"$tmp/up.ext"
-openssl x509 -req -in "$tmp/up.csr" -CA "$tmp/up-ca.pem" -CAkey "$tmp/up-ca.key" -CAcreateserial \
-  -days 1 -extfile "$tmp/up.ext" -out "$tmp/up.pem" 2>/dev/null
+make_upstream_cert "$tmp" "e2e internet CA" api.allowed.test api.denied.test || die "cannot make the fake internet's certificate"
 ip netns exec "$inet" "$upstream_bin" "$tmp/up.pem" "$tmp/up.key" 198.51.100.10:443 \
   >"$tmp/upstream.jsonl" 2>"$tmp/upstream.log" &
 upstream_pid="$upstream_pid $!"
