@@ -10,6 +10,17 @@
 # plus, for cordon: new TLS connections per second (warm leaf cache, `Connection: close` on
 # every request) and RSS per idle intercepted connection with IDLE (10,000) of them open.
 #
+# CPU per request: around each throughput run the script reads user+sys time from /proc/PID/stat
+# of the proxy (all its threads, all its child processes such as Squid's certificate helpers),
+# of nginx (master and workers) and of wrk, and divides by the requests wrk completed. The
+# proxy's figure hardly depends on what shares its cores; req/s does. Also shown: how long the
+# proxy waited for a CPU (schedstat), softirq time, and other processes' CPU time (/proc/stat).
+#
+# CPU layout (CPUS): split (default) pins wrk and nginx to the first CPU and the proxy under test
+# to the second (a gateway host has its own cores; sandboxes and upstreams are elsewhere), so the
+# direct column runs on one CPU; shared lets wrk, nginx and the proxy share every CPU. Fewer
+# than 2 CPUs: shared, with a note.
+#
 # Topology (design.md §6; no namespace has a route to the machine's real interfaces):
 #   sandbox 192.0.2.2 (+ 192.0.2.100-149 for the idle test) --veth-- gateway 192.0.2.1 |
 #   198.51.100.1 --veth-- internet 198.51.100.10 (nginx :443, "api.bench")
@@ -18,19 +29,47 @@
 #
 # Usage (root): bench/gateway/peers.sh PATH/TO/cordon
 #   env: DURATION=10 (s per throughput run)  CONNS=32  THREADS=2 (wrk)  LAT_DURATION=5 (s, 1 conn)
-#        IDLE=10000 (0 = skip)  PEERS="direct cordon squid mitmproxy"  GW_THREADS=2 (cordon io)
+#        IDLE=10000 (0 = skip)  PEERS="direct cordon squid mitmproxy"  CPUS=split|shared
+#        GW_THREADS (cordon io threads; default: the CPUs the proxy gets, 1 in split)
 #        PERF_OUT=/tmp/cordon.perf (perf record of cordon during its throughput runs)
 set -euo pipefail
+export LC_ALL=C  # numbers with a decimal point (awk, `times`)
 here=$(cd "$(dirname "$0")" && pwd)
 cordon=$(realpath "${1:?usage: peers.sh PATH/TO/cordon}")
 DURATION=${DURATION:-10} CONNS=${CONNS:-32} THREADS=${THREADS:-2} LAT_DURATION=${LAT_DURATION:-5}
-IDLE=${IDLE:-10000} PEERS=${PEERS:-"direct cordon squid mitmproxy"} GW_THREADS=${GW_THREADS:-2}
+IDLE=${IDLE:-10000} PEERS=${PEERS:-"direct cordon squid mitmproxy"} CPUS=${CPUS:-split}
+case $CPUS in
+  split | shared) ;;
+  *) echo "peers.sh: CPUS=split or CPUS=shared, not '$CPUS'" >&2; exit 1 ;;
+esac
 [ "$(id -u)" -eq 0 ] || { echo "peers.sh: needs root (network namespaces, nftables)" >&2; exit 1; }
 bash "$here/../../scripts/install-deps.sh" --bench || echo "peers.sh: could not install every peer; missing ones are SKIPPED" >&2
-for t in ip nft openssl curl wrk nginx python3; do
+for t in ip nft openssl curl wrk nginx python3 taskset; do
   command -v "$t" >/dev/null || { echo "peers.sh: $t is not installed (scripts/install-deps.sh)" >&2; exit 1; }
 done
 ulimit -n "$(ulimit -Hn)"
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# ---- CPU layout --------------------------------------------------------------------------------
+# ep_pin: prefix for wrk, nginx and every other sandbox-side client; px_pin: for the proxy under
+# test. Empty: not pinned (shared). Arrays, not functions: taskset and `ip netns exec` exec, so
+# `"${px_pin[@]}" ip netns exec ... &` leaves in $! the process itself.
+read -r -a cpu_list <<<"$(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))')"
+ep_pin=() px_pin=() LAYOUT_NOTE=""
+if [ "$CPUS" = split ] && [ "${#cpu_list[@]}" -lt 2 ]; then
+  LAYOUT_NOTE="CPUS=split needs 2 CPUs, this machine gives ${#cpu_list[@]}: ran shared"
+  echo "peers.sh: $LAYOUT_NOTE" >&2
+  CPUS=shared
+fi
+if [ "$CPUS" = split ]; then
+  ep_pin=(taskset -c "${cpu_list[0]}") px_pin=(taskset -c "${cpu_list[1]}")
+  GW_THREADS=${GW_THREADS:-1}
+  LAYOUT="split: wrk + nginx on CPU ${cpu_list[0]}, proxy under test on CPU ${cpu_list[1]}"
+  LAYOUT+=" (direct: CPU ${cpu_list[0]} only)"
+else
+  GW_THREADS=${GW_THREADS:-${#cpu_list[@]}}
+  LAYOUT="shared: wrk, nginx and the proxy under test share the CPUs $(IFS=,; echo "${cpu_list[*]}")"
+fi
 
 id=$$
 sb=cbench-sb-$id gw=cbench-gw-$id inet=cbench-in-$id
@@ -53,7 +92,7 @@ die() { echo "peers.sh: $*" >&2; exit 1; }
 note() { echo "-- $*" >&2; }
 # (Background processes are started with `ip netns exec` itself, which execs, so that $! is the
 # process to stop; a shell function run with & would be a subshell that outlives nothing.)
-in_sb() { ip netns exec "$sb" "$@"; }
+in_sb() { "${ep_pin[@]}" ip netns exec "$sb" "$@"; }  # every sandbox-side client runs beside wrk
 in_gw() { ip netns exec "$gw" "$@"; }
 wait_port() {  # wait_port NS ADDR:PORT: until something accepts there (max 10 s)
   for _ in $(seq 100); do
@@ -134,8 +173,9 @@ http {
   }
 }
 EOF
-ip netns exec "$inet" nginx -c "$tmp/nginx.conf" -g 'daemon off;' 2>"$tmp/nginx.log" &
-pids+=($!)
+"${ep_pin[@]}" ip netns exec "$inet" nginx -c "$tmp/nginx.conf" -g 'daemon off;' 2>"$tmp/nginx.log" &
+nginx_pid=$!
+pids+=("$nginx_pid")
 wait_port "$inet" 198.51.100.10:443 || die "nginx did not start: $(cat "$tmp/nginx.log" "$tmp/nginx.err" 2>/dev/null)"
 
 # ---- cordon state: CA, vault secret, sandboxes, rules ----------------------------------------------
@@ -166,7 +206,7 @@ profiles:
 EOF
 cordon_pid=""
 start_cordon() {
-  ip netns exec "$gw" "$cordon" serve --rules "$tmp/rules.yaml" --transparent-listen 127.0.0.1:15001 \
+  "${px_pin[@]}" ip netns exec "$gw" "$cordon" serve --rules "$tmp/rules.yaml" --transparent-listen 127.0.0.1:15001 \
     --admin-listen 127.0.0.1:15002 --resolve api.bench=198.51.100.10 \
     --upstream-ca "$tmp/up-ca.pem" --no-system-trust --threads "$GW_THREADS" 2>>"$tmp/serve.log" &
   cordon_pid=$!
@@ -197,7 +237,41 @@ EOF
 unsteer() { in_gw nft delete table ip bench_steer 2>/dev/null || true; }
 
 # ---- measurement -------------------------------------------------------------------------------
-declare -A RPS MBS P50 P99 LAT SKIP
+declare -A RPS MBS P50 P99 LAT SKIP REQS PX_CPU PX_WAIT WRK_CPU NG_CPU WALL TASKS IRQ STEAL
+proxy_pid=""  # the process (tree) of the proxy under test; empty for direct
+clk_tck=$(getconf CLK_TCK)
+tree_pids() {  # tree_pids PID: PID and all its descendants (Squid's helpers, nginx's workers)
+  { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v root="$1" '
+    { s = $0; pid = s + 0; sub(/^.*\) /, "", s); split(s, f, " "); parent[pid] = f[2] }
+    END { tree[root] = 1
+      do { grew = 0
+        for (p in parent) if (!(p in tree) && (parent[p] in tree)) { tree[p] = 1; grew = 1 }
+      } while (grew)
+      for (p in tree) print p }'
+}
+cpu_s() {  # cpu_s PID: user+sys seconds of PID's tree so far, every thread, reaped children too
+  local p  # (fields after "(comm) ": utime stime cutime cstime are 12-15)
+  for p in $(tree_pids "$1"); do cat "/proc/$p/stat" 2>/dev/null || true; done |
+    awk -v hz="$clk_tck" '{ sub(/^.*\) /, ""); t += $12 + $13 + $14 + $15 } END { printf "%.2f", t / hz }'
+}
+waited_s() {  # waited_s PID: seconds PID's tree's threads have been runnable but not running so far
+  local p
+  for p in $(tree_pids "$1"); do cat /proc/"$p"/task/*/schedstat 2>/dev/null || true; done |
+    awk '{ s += $2 } END { printf "%.3f", s / 1e9 }'
+}
+now_s() { date +%s.%N; }
+machine_s() {  # machine_s CPU...: CPU seconds of these CPUs so far: "TASKS IRQ STEAL" (/proc/stat)
+  # TASKS: user+nice+system of every process; IRQ: irq+softirq (packets through veth, nft,
+  # forwarding: charged to no process); STEAL: taken by the hypervisor (a VM)
+  awk -v hz="$clk_tck" -v cpus=" $* " 'index(cpus, " " substr($1, 4) " ") && $1 ~ /^cpu[0-9]/ {
+      t += $2 + $3 + $4; i += $7 + $8; st += $9 }
+    END { printf "%.2f %.2f %.2f", t / hz, i / hz, st / hz }' /proc/stat
+}
+column_cpus() {  # column_cpus NAME: the CPUs a column's processes may run on
+  if [ "$CPUS" = split ] && [ "$1" = direct ]; then echo "${cpu_list[0]}"
+  elif [ "$CPUS" = split ]; then echo "${cpu_list[0]} ${cpu_list[1]}"
+  else echo "${cpu_list[*]}"; fi
+}
 to_us() {  # wrk duration ("812.00us", "1.20ms", "2.00s") -> microseconds
   awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) m = 1; else if (v ~ /ms$/) m = 1000;
     else if (v ~ /s$/) m = 1000000; else m = 1; printf "%.0f", n * m }'
@@ -206,9 +280,32 @@ to_mbs() {  # wrk transfer ("12.3MB") -> MB/s
   awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /GB$/) m = 1024; else if (v ~ /MB$/) m = 1;
     else if (v ~ /KB$/) m = 1 / 1024; else m = 1 / 1048576; printf "%.1f", n * m }'
 }
-wrk_run() {  # wrk_run OUTFILE CONNS THREADS SECONDS URL [wrk args...]
-  local out=$1 c=$2 t=$3 d=$4 url=$5; shift 5
-  in_sb wrk -t"$t" -c"$c" -d"${d}s" --latency "$@" "$url" >"$out" 2>&1 || true
+wrk_run() {  # wrk_run OUTFILE CONNS THREADS SECONDS URL [wrk args...]; wrk's CPU s -> OUTFILE.cpu
+  local out=$1 c=$2 t=$3 d=$4 url=$5 sub; shift 5
+  # In a subshell whose only child is wrk, `times` (2nd line) is wrk's user and sys time. Both
+  # run in the background and are waited for: Ctrl-C then reaches the INT trap at once (a
+  # foreground wrk handles SIGINT itself, and bash then ignores it and goes on with dead
+  # servers); cleanup's SIGTERM to the subshell is passed on to wrk.
+  (
+    "${ep_pin[@]}" ip netns exec "$sb" wrk -t"$t" -c"$c" -d"${d}s" --latency "$@" "$url" >"$out" 2>&1 &
+    w=$!
+    trap 'kill "$w" 2>/dev/null; exit 143' TERM
+    wait "$w" || true
+    times >"$out.times"
+  ) &
+  sub=$!
+  pids+=("$sub")
+  wait "$sub" || true
+  awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } }
+    END { printf "%.2f", s }' "$out.times" >"$out.cpu"
+}
+diff_s() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }  # diff_s A B: B - A
+add_s() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a + b }'; }
+pct() {  # pct SECONDS WALL_SECONDS: % of one CPU, as top shows it
+  awk -v s="$1" -v w="$2" 'BEGIN { if (s != "" && w > 0) printf "%.0f", 100 * s / w; else print "-" }'
+}
+per_req_us() {  # per_req_us SECONDS REQUESTS
+  awk -v s="$1" -v n="$2" 'BEGIN { if (s != "" && n > 0) printf "%.1f", s * 1e6 / n; else print "-" }'
 }
 check_path() {  # check_path NAME CA: one request with the CA the answer must chain to
   local got
@@ -226,8 +323,26 @@ measure() {  # measure NAME: throughput (CONNS) and latency (1 connection) for b
       perf record -q -g -o "$PERF_OUT-$size" -p "$cordon_pid" -- sleep "$DURATION" 2>/dev/null &
       perf_pid=$!
     fi
+    local ng0 px0="" pw0="" t0 b0 ng1 px1="" pw1="" t1 b1
+    ng0=$(cpu_s "$nginx_pid")
+    [ -n "$proxy_pid" ] && px0=$(cpu_s "$proxy_pid") && pw0=$(waited_s "$proxy_pid")
+    t0=$(now_s); b0=$(machine_s $(column_cpus "$name"))
     wrk_run "$f" "$CONNS" "$THREADS" "$DURATION" "https://api.bench/$size"
+    b1=$(machine_s $(column_cpus "$name")); t1=$(now_s)
+    ng1=$(cpu_s "$nginx_pid")
+    [ -n "$proxy_pid" ] && px1=$(cpu_s "$proxy_pid") && pw1=$(waited_s "$proxy_pid")
     [ -n "$perf_pid" ] && wait "$perf_pid" 2>/dev/null
+    REQS[$name,$size]=$(awk '/ requests in / { print $1; exit }' "$f")
+    WALL[$name,$size]=$(diff_s "$t0" "$t1")
+    WRK_CPU[$name,$size]=$(cat "$f.cpu")
+    read -r TASKS[$name,$size] IRQ[$name,$size] STEAL[$name,$size] < <(awk -v a="$b0" -v b="$b1" \
+      'BEGIN { split(a, x, " "); split(b, y, " ")
+        printf "%.2f %.2f %.2f\n", y[1] - x[1], y[2] - x[2], y[3] - x[3] }')
+    NG_CPU[$name,$size]=$(diff_s "$ng0" "$ng1")
+    PX_CPU[$name,$size]="" PX_WAIT[$name,$size]=""
+    if [ -n "$proxy_pid" ]; then
+      PX_CPU[$name,$size]=$(diff_s "$px0" "$px1") PX_WAIT[$name,$size]=$(diff_s "$pw0" "$pw1")
+    fi
     wrk_run "$f.lat" 1 1 "$LAT_DURATION" "https://api.bench/$size"
     RPS[$name,$size]=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$f")
     MBS[$name,$size]=$(to_mbs "$(awk '/^Transfer\/sec:/ { print $2 }' "$f")")
@@ -239,10 +354,13 @@ measure() {  # measure NAME: throughput (CONNS) and latency (1 connection) for b
     fi
     [ -n "${RPS[$name,$size]}" ] || { note "$name $size: wrk failed: $(tail -3 "$f")"; RPS[$name,$size]=0; }
     note "$name $size: ${RPS[$name,$size]} req/s, ${MBS[$name,$size]} MB/s, p50 ${P50[$name,$size]} us (c=$CONNS), p50 ${LAT[$name,$size]} us (c=1)"
+    local n=${REQS[$name,$size]:-0}
+    note "$name $size: CPU us/req: proxy $(per_req_us "${PX_CPU[$name,$size]}" "$n"), wrk $(per_req_us "${WRK_CPU[$name,$size]}" "$n"), nginx $(per_req_us "${NG_CPU[$name,$size]}" "$n")"
   done
 }
 
 run_direct() {
+  proxy_pid=""
   check_path direct "$tmp/up-ca.pem"
   measure direct
   # New TLS connections per second, without a proxy, for reference.
@@ -253,13 +371,19 @@ run_direct() {
 
 run_cordon() {
   start_cordon
+  proxy_pid=$cordon_pid
   steer_tproxy 15001
   check_path cordon "$tmp/cordon-ca.pem"
   measure cordon
+  local c0 c1
+  c0=$(cpu_s "$cordon_pid")
   wrk_run "$tmp/wrk-cordon-conn" "$CONNS" "$THREADS" "$DURATION" https://api.bench/1k \
     -H "Connection: close"
+  c1=$(cpu_s "$cordon_pid")
   CONN_CORDON=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$tmp/wrk-cordon-conn")
-  note "cordon: $CONN_CORDON new TLS connections/s (direct: $CONN_DIRECT)"
+  CONN_CORDON_CPU=$(per_req_us "$(diff_s "$c0" "$c1")" \
+    "$(awk '/ requests in / { print $1; exit }' "$tmp/wrk-cordon-conn")")
+  note "cordon: $CONN_CORDON new TLS connections/s, $CONN_CORDON_CPU us cordon CPU each (direct: $CONN_DIRECT/s)"
   in_gw curl -s http://127.0.0.1:15002/metrics >"$tmp/cordon-metrics.txt" || true
   unsteer
   stop_cordon
@@ -298,12 +422,13 @@ workers 1
 shutdown_lifetime 0 seconds
 EOF
   chown -R proxy:proxy "$d"
-  ip netns exec "$gw" squid -N -f "$d/squid.conf" 2>"$d/stderr.log" &
+  "${px_pin[@]}" ip netns exec "$gw" squid -N -f "$d/squid.conf" 2>"$d/stderr.log" &
   local pid=$!
   pids+=("$pid")
   if ! wait_port "$gw" 127.0.0.1:3128; then
     SKIP[squid]="squid did not start (see its cache.log)"; kill_wait "$pid"; return
   fi
+  proxy_pid=$pid
   steer_redirect 3130
   check_path squid "$d/ca.pem"
   measure squid
@@ -315,7 +440,7 @@ run_mitmproxy() {
   if ! command -v mitmdump >/dev/null; then SKIP[mitmproxy]="mitmproxy not installed"; return; fi
   local d=$tmp/mitm
   mkdir -p "$d"
-  ip netns exec "$gw" mitmdump --mode transparent --listen-port 8080 --set confdir="$d" \
+  "${px_pin[@]}" ip netns exec "$gw" mitmdump --mode transparent --listen-port 8080 --set confdir="$d" \
     --set ssl_verify_upstream_trusted_ca="$tmp/up-ca.pem" --set block_global=false \
     --set connection_strategy=lazy -q >"$d/log" 2>&1 &
   local pid=$!
@@ -323,6 +448,7 @@ run_mitmproxy() {
   if ! wait_port "$gw" 127.0.0.1:8080; then
     SKIP[mitmproxy]="mitmdump did not start: $(tail -1 "$d/log")"; kill_wait "$pid"; return
   fi
+  proxy_pid=$pid
   steer_redirect 8080
   check_path mitmproxy "$d/mitmproxy-ca-cert.pem"
   measure mitmproxy
@@ -340,7 +466,7 @@ run_idle() {  # a fresh cordon, IDLE intercepted connections held open, RSS per 
   local serve_pid=$cordon_pid  # `ip netns exec` execs: the same process
   local before after client
   before=$(rss_kib "$serve_pid")
-  ip netns exec "$sb" python3 "$here/idle_conns.py" --addr 198.51.100.10 --host api.bench \
+  "${ep_pin[@]}" ip netns exec "$sb" python3 "$here/idle_conns.py" --addr 198.51.100.10 --host api.bench \
     --ca "$tmp/cordon-ca.pem" --count "$IDLE" --sources "$(IFS=,; echo "${idle_sources[*]}")" \
     >"$tmp/idle.out" 2>"$tmp/idle.err" &
   client=$!
@@ -354,6 +480,7 @@ run_idle() {  # a fresh cordon, IDLE intercepted connections held open, RSS per 
   after=$(rss_kib "$serve_pid")
   IDLE_OPEN=$(awk '/^open/ { print $2 }' "$tmp/idle.out")
   IDLE_FAILED=$(awk '/^open/ { print $4 }' "$tmp/idle.out")
+  IDLE_SECONDS=$(awk '/^open/ && $5 == "in" { print $6 }' "$tmp/idle.out")
   IDLE_ACTIVE=$(in_gw curl -s http://127.0.0.1:15002/metrics | awk '$1 == "cordon_connections_active" { print $2 }')
   # Divide by what the gateway itself holds open (the client's count can include connections
   # the gateway already closed, e.g. at its idle timeout while the client was still opening).
@@ -365,14 +492,14 @@ run_idle() {  # a fresh cordon, IDLE intercepted connections held open, RSS per 
     IDLE_PER=$(awk -v a="$after" -v b="$before" -v n="$IDLE_HELD" 'BEGIN { printf "%.1f", (a - b) / n }')
   fi
   IDLE_RSS="$before KiB -> $after KiB"
-  note "idle: ${IDLE_OPEN:-0} open (${IDLE_FAILED:-?} failed; gateway says $IDLE_ACTIVE active), RSS $IDLE_RSS"
+  note "idle: ${IDLE_OPEN:-0} open in ${IDLE_SECONDS:-?} s (${IDLE_FAILED:-?} failed; gateway says $IDLE_ACTIVE active), RSS $IDLE_RSS"
   [ -s "$tmp/idle.err" ] && note "idle client: $(head -5 "$tmp/idle.err")"
   kill_wait "$client"
   unsteer
   stop_cordon
 }
 
-CONN_DIRECT=0 CONN_CORDON=0
+CONN_DIRECT=0 CONN_CORDON=0 CONN_CORDON_CPU="-"
 for p in $PEERS; do
   note "== $p"
   case $p in
@@ -388,12 +515,18 @@ run_idle
 # ---- table -------------------------------------------------------------------------------------
 printf '\ncordon peers benchmark: keep-alive HTTPS GET through each path, wrk %s threads, %s connections, %s s\n' \
   "$THREADS" "$CONNS" "$DURATION"
-printf 'latency (c=1): one connection, %s s; %s cores; load average before: %s\n\n' \
-  "$LAT_DURATION" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf 'latency (c=1): one connection, %s s; load average at start %s, at end %s\n' \
+  "$LAT_DURATION" "$LOAD_START" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf 'CPU layout %s; cordon --threads %s; nginx 2 workers\n' "$LAYOUT" "$GW_THREADS"
+[ -n "$LAYOUT_NOTE" ] && printf 'note: %s\n' "$LAYOUT_NOTE"
+printf 'CPU us/req: user+sys time of the process (tree) during the throughput run / requests completed;\n'
+printf 'CPU %%: of one CPU over that run; proxy waited: runnable, not running. On the CPUs the column uses:\n'
+printf 'softirq, packet work charged to no process; others+steal, every other process and the hypervisor\n'
+printf '(how to read them: bench/gateway/README.md)\n\n'
 cols=(direct cordon squid mitmproxy)
-printf '%-26s' ""; for c in "${cols[@]}"; do printf '%14s' "$c"; done; printf '\n'
+printf '%-30s' ""; for c in "${cols[@]}"; do printf '%14s' "$c"; done; printf '\n'
 row() {  # row LABEL FUNC
-  printf '%-26s' "$1"
+  printf '%-30s' "$1"
   for c in "${cols[@]}"; do
     if [ -n "${SKIP[$c]:-}" ] || ! [[ " $PEERS " == *" $c "* ]]; then printf '%14s' SKIPPED; continue; fi
     printf '%14s' "$($2 "$c")"
@@ -420,18 +553,42 @@ for size in 1k 64k; do
   row "$label p99 us (c=$CONNS)" f_p99
   row "$label p50 us (c=1)" f_lat
   row "$label added p50 us (c=1)" f_added
+  f_pxcpu() { per_req_us "${PX_CPU[$1,$size]:-}" "${REQS[$1,$size]:-0}"; }
+  f_pxbusy() { pct "${PX_CPU[$1,$size]:-}" "${WALL[$1,$size]:-0}"; }
+  f_pxwait() { pct "${PX_WAIT[$1,$size]:-}" "${WALL[$1,$size]:-0}"; }
+  f_wrkcpu() { per_req_us "${WRK_CPU[$1,$size]:-}" "${REQS[$1,$size]:-0}"; }
+  f_ngcpu() { per_req_us "${NG_CPU[$1,$size]:-}" "${REQS[$1,$size]:-0}"; }
+  f_ep_s() { add_s "${WRK_CPU[$1,$size]:-0}" "${NG_CPU[$1,$size]:-0}"; }
+  f_epcpu() { per_req_us "$(f_ep_s "$1")" "${REQS[$1,$size]:-0}"; }
+  f_epbusy() { pct "$(f_ep_s "$1")" "${WALL[$1,$size]:-0}"; }
+  f_irq() { pct "${IRQ[$1,$size]:-}" "${WALL[$1,$size]:-0}"; }
+  f_others() {  # other processes' time (compilers, kthreads) on the column's CPUs, plus VM steal
+    awk -v m="${TASKS[$1,$size]:-}" -v st="${STEAL[$1,$size]:-0}" -v p="${PX_CPU[$1,$size]:-0}" \
+      -v a="${WRK_CPU[$1,$size]:-0}" -v b="${NG_CPU[$1,$size]:-0}" -v w="${WALL[$1,$size]:-0}" \
+      'BEGIN { if (m == "" || w <= 0) { print "-"; exit }
+        o = 100 * (m - p - a - b + st) / w; printf "%.0f", (o < 0 ? 0 : o) }'
+  }
+  row "$label proxy CPU us/req" f_pxcpu
+  row "$label endpoints CPU us/req" f_epcpu
+  row "$label   wrk CPU us/req" f_wrkcpu
+  row "$label   nginx CPU us/req" f_ngcpu
+  row "$label proxy CPU %" f_pxbusy
+  row "$label proxy waited for CPU %" f_pxwait
+  row "$label endpoints CPU %" f_epbusy
+  row "$label softirq CPU %" f_irq
+  row "$label others+steal CPU %" f_others
 done
 for c in "${cols[@]}"; do [ -n "${SKIP[$c]:-}" ] && printf '%s: SKIPPED (%s)\n' "$c" "${SKIP[$c]}"; done
-printf '\nnew TLS connections/s (Connection: close, warm leaf cache): cordon %s, direct %s\n' \
-  "$CONN_CORDON" "$CONN_DIRECT"
+printf '\nnew TLS connections/s (Connection: close, warm leaf cache): cordon %s (%s us cordon CPU each), direct %s\n' \
+  "$CONN_CORDON" "$CONN_CORDON_CPU" "$CONN_DIRECT"
 if [ "$IDLE" -gt 0 ]; then
-  printf 'idle intercepted connections: %s opened (%s failed), %s held by cordon, RSS %s = %s KiB per connection\n' \
-    "${IDLE_OPEN:-0}" "${IDLE_FAILED:-?}" "${IDLE_HELD:-?}" "${IDLE_RSS:-?}" "${IDLE_PER:-?}"
+  printf 'idle intercepted connections: %s opened in %s s (%s failed), %s held by cordon, RSS %s = %s KiB per connection\n' \
+    "${IDLE_OPEN:-0}" "${IDLE_SECONDS:-?}" "${IDLE_FAILED:-?}" "${IDLE_HELD:-?}" "${IDLE_RSS:-?}" "${IDLE_PER:-?}"
 fi
 
 # ---- goals (issue 4) -----------------------------------------------------------------------------
 verdict() { if awk "BEGIN { exit !($1) }"; then echo PASS; else echo FAIL; fi; }
-printf '\ngoals:\n'
+printf '\ngoals (CPU layout %s):\n' "$CPUS"
 if [[ " $PEERS " == *" cordon "* && " $PEERS " == *" direct "* ]]; then
   for size in 1k 64k; do
     r=$(awk -v a="${RPS[cordon,$size]:-0}" -v b="${RPS[direct,$size]:-1}" 'BEGIN { printf "%.2f", a / b }')
@@ -450,3 +607,21 @@ if [ -n "${IDLE_PER:-}" ]; then
   printf '  idle connection < 64 KiB RSS,          %6s KiB %s\n' "$IDLE_PER" \
     "$(verdict "$IDLE_PER < 64 && ${IDLE_HELD:-0} >= $IDLE * 0.95")"
 fi
+for c in "${cols[@]}"; do  # a column that other processes disturbed: its req/s and latency are low
+  [[ " $PEERS " == *" $c "* && -z "${SKIP[$c]:-}" ]] || continue
+  for size in 1k 64k; do
+    if [ "$c" = direct ]; then
+      o=$(f_others direct)
+      if [ "$o" != "-" ] && [ "$o" -ge 25 ]; then
+        printf '  note: direct %s: other processes used %s%% of a CPU on its CPUs: direct understated\n' "$size" "$o"
+      fi
+    else
+      # (it also waits for its own threads and for ksoftirqd: only with others busy is it theirs)
+      w=$(f_pxwait "$c") o=$(f_others "$c")
+      if [ "$w" != "-" ] && [ "$o" != "-" ] && [ "$w" -ge 10 ] && [ "$o" -ge 25 ]; then
+        printf '  note: %s %s: the proxy waited for a CPU %s%% of the run while other processes used %s%% of one: understated\n' \
+          "$c" "$size" "$w" "$o"
+      fi
+    fi
+  done
+done
