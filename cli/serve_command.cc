@@ -55,6 +55,9 @@ struct ServeFlags {
   std::string steering = "none";
   std::vector<std::string> dns_listen;
   std::string dns_synthetic_ipv4 = "198.18.0.1";
+  // Per-sandbox DNS query limit (token bucket; gateway/dns_responder.h), 0 = none.
+  uint32_t dns_queries_per_second = gateway::DnsResponderOptions{}.queries_per_second;
+  uint32_t dns_query_burst = gateway::DnsResponderOptions{}.query_burst;
 };
 
 // `egress_dropped`: one line per (rate-limited) packet the steering program shot.
@@ -224,6 +227,8 @@ int serve(CliContext& ctx, const ServeFlags& f) {
   if (!dns_listen.empty()) {
     DnsResponderOptions dopts;
     dopts.synthetic_ipv4 = f.dns_synthetic_ipv4;
+    dopts.queries_per_second = f.dns_queries_per_second;
+    dopts.query_burst = f.dns_query_burst;
     auto d = DnsResponder::create(*dns_io, dopts, ports.sandboxes, ports.audit);
     if (!d) return report_error(d.error());
     dns = std::move(*d);
@@ -388,6 +393,13 @@ void add_serve_command(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--dns-synthetic-ipv4", flags->dns_synthetic_ipv4,
                   "address the DNS responder gives for allowed names (the steering sends "
                   "TCP 80/443 to the gateway whatever the address)")
+      ->capture_default_str();
+  cmd->add_option("--dns-queries-per-second", flags->dns_queries_per_second,
+                  "DNS queries a sandbox may send per second, sustained (more are REFUSED; "
+                  "0 = no limit)")
+      ->capture_default_str();
+  cmd->add_option("--dns-query-burst", flags->dns_query_burst,
+                  "DNS queries a sandbox may send at once above that rate")
       ->capture_default_str();
   on_run(cmd, ctx, [&ctx, flags]() { return serve(ctx, *flags); });
 }

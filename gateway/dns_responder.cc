@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -15,6 +17,8 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <unordered_map>
 
 #include "gateway/stages/limits.h"
 
@@ -203,6 +207,221 @@ std::string answer_dns_packet(std::string_view packet, std::string_view source_i
   return build_dns_response(*q, v.rcode, v.addresses, options.ttl_seconds);
 }
 
+// ---- flood limits -----------------------------------------------------------------------------
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The refusal reasons a summary line counts (DnsVerdict::reason, plus the bucket's).
+enum CountedReason : size_t {
+  kUnlisted,
+  kTypeRefused,
+  kTunnelShape,
+  kUnknownSandbox,
+  kPolicyNotLoaded,
+  kMalformed,
+  kRateLimited,
+  kReasonCount
+};
+constexpr std::array<const char*, kReasonCount> kReasonNames = {
+    "dns_unlisted",      "dns_type_refused", "dns_tunnel_shape", "unknown_sandbox",
+    "policy_not_loaded", "malformed",        "dns_rate_limited"};
+
+size_t reason_index(std::string_view reason) {
+  for (size_t i = 0; i < kReasonCount; ++i)
+    if (reason == kReasonNames[i]) return i;
+  return kReasonCount;
+}
+
+// One source address: its bucket and its audit interval.
+struct SourceEntry {
+  std::string src_ip;   // for unknown sources: the last one seen
+  std::string sandbox;  // as of the last decided query; empty if unknown
+  double tokens = 0;
+  Clock::time_point refilled{};
+  Clock::time_point last_seen{};
+  Clock::time_point window_start{};
+  uint32_t lines_in_window = 0;
+  std::array<uint64_t, kReasonCount> counted{};
+  bool pending() const {
+    for (uint64_t c : counted)
+      if (c) return true;
+    return false;
+  }
+};
+
+// The per-source table. Not thread-safe: the responder holds its mutex around every call.
+// Summary records are appended to `out`; the caller writes them outside the lock.
+class FloodGuard {
+ public:
+  enum class Admit { kAdmitted, kLimited, kUnknownSource };
+
+  explicit FloodGuard(const DnsResponderOptions& o)
+      : rate_(o.queries_per_second),
+        burst_(std::max<double>(1, o.query_burst)),
+        lines_(o.audit_lines_per_interval),
+        interval_(std::chrono::milliseconds(o.audit_interval_ms)),
+        max_sources_(std::max<uint32_t>(1, o.max_sources)) {}
+
+  // Charges one query to the entry of `src_ip` if there is one (no sandbox lookup needed).
+  Admit admit_known(const std::string& src_ip, Clock::time_point now,
+                    std::vector<AuditRecord>& out) {
+    auto it = table_.find(src_ip);
+    if (it == table_.end()) return Admit::kUnknownSource;
+    return charge(it->second, now, out);
+  }
+
+  // Charges one query from a source that had no entry, after the sandbox lookup: a known
+  // sandbox gets its own entry, any other source the shared one.
+  Admit admit_new(const std::string& src_ip, const std::optional<std::string>& sandbox,
+                  Clock::time_point now, std::vector<AuditRecord>& out) {
+    if (!sandbox) {
+      unknown_.src_ip = src_ip;
+      return charge(unknown_, now, out);
+    }
+    auto it = table_.find(src_ip);  // another thread may have added it since
+    if (it == table_.end()) {
+      if (table_.size() >= max_sources_) make_room(now, out);
+      SourceEntry e;
+      e.src_ip = src_ip;
+      e.sandbox = *sandbox;
+      e.tokens = burst_;
+      e.refilled = e.last_seen = e.window_start = now;
+      it = table_.emplace(src_ip, std::move(e)).first;
+    }
+    return charge(it->second, now, out);
+  }
+
+  // A refusal decided for an admitted query: true = write its own line, false = counted.
+  bool take_line(const std::string& src_ip, bool known, std::string_view reason,
+                 const std::string& sandbox, Clock::time_point now, std::vector<AuditRecord>& out) {
+    SourceEntry* e = known ? find(src_ip) : &unknown_;
+    if (!e) return true;  // evicted meanwhile: the line is written, nothing lost
+    roll(*e, now, out);
+    if (known && e->sandbox != sandbox) {  // re-registered address: pending was the old one's
+      if (e->pending()) out.push_back(summary(*e, now));
+      reset_window(*e, now);
+      e->sandbox = sandbox;
+    }
+    if (e->lines_in_window < lines_) {
+      e->lines_in_window++;
+      return true;
+    }
+    size_t i = reason_index(reason);
+    e->counted[i < kReasonCount ? i : kMalformed]++;  // (every verdict reason is listed)
+    return false;
+  }
+
+  // Summaries of the intervals that have ended (all pending ones when `all`), and the entries
+  // that carry nothing any more.
+  void flush(Clock::time_point now, bool all, std::vector<AuditRecord>& out) {
+    auto settle = [&](SourceEntry& e) {
+      if (all && e.pending()) {
+        out.push_back(summary(e, now));
+        reset_window(e, now);
+      } else {
+        roll(e, now, out);
+      }
+    };
+    settle(unknown_);
+    for (auto it = table_.begin(); it != table_.end();) {
+      settle(it->second);
+      it = disposable(it->second, now, out) ? table_.erase(it) : std::next(it);
+    }
+  }
+
+  size_t size() const { return table_.size(); }
+
+ private:
+  SourceEntry* find(const std::string& src_ip) {
+    auto it = table_.find(src_ip);
+    return it == table_.end() ? nullptr : &it->second;
+  }
+
+  Admit charge(SourceEntry& e, Clock::time_point now, std::vector<AuditRecord>& out) {
+    e.last_seen = now;
+    if (rate_ == 0) return Admit::kAdmitted;
+    refill(e, now);
+    if (e.tokens >= 1) {
+      e.tokens -= 1;
+      return Admit::kAdmitted;
+    }
+    roll(e, now, out);
+    e.counted[kRateLimited]++;
+    return Admit::kLimited;
+  }
+
+  void refill(SourceEntry& e, Clock::time_point now) {
+    if (now > e.refilled) {
+      double dt = std::chrono::duration<double>(now - e.refilled).count();
+      e.tokens = std::min(burst_, e.tokens + dt * rate_);
+      e.refilled = now;
+    }
+  }
+
+  // Ends the entry's interval if it is over: its summary, then a fresh one.
+  void roll(SourceEntry& e, Clock::time_point now, std::vector<AuditRecord>& out) {
+    if (now - e.window_start < interval_) return;
+    if (e.pending()) out.push_back(summary(e, now));
+    reset_window(e, now);
+  }
+
+  static void reset_window(SourceEntry& e, Clock::time_point now) {
+    e.counted = {};
+    e.lines_in_window = 0;
+    e.window_start = now;
+  }
+
+  // An entry that a new one would equal (after its ended interval is settled): bucket full,
+  // no line in this interval, nothing pending.
+  bool disposable(SourceEntry& e, Clock::time_point now, std::vector<AuditRecord>& out) {
+    roll(e, now, out);
+    if (e.pending() || e.lines_in_window) return false;
+    if (rate_ == 0) return true;
+    refill(e, now);
+    return e.tokens >= burst_;
+  }
+
+  void make_room(Clock::time_point now, std::vector<AuditRecord>& out) {
+    for (auto it = table_.begin(); it != table_.end();)
+      it = disposable(it->second, now, out) ? table_.erase(it) : std::next(it);
+    if (table_.size() < max_sources_) return;
+    // Every entry is busy: the least recently seen goes, its counts written first.
+    auto lru = table_.begin();
+    for (auto it = table_.begin(); it != table_.end(); ++it)
+      if (it->second.last_seen < lru->second.last_seen) lru = it;
+    if (lru->second.pending()) out.push_back(summary(lru->second, now));
+    table_.erase(lru);
+  }
+
+  static AuditRecord summary(const SourceEntry& e, Clock::time_point now) {
+    AuditRecord r;
+    r.kind = "dns";
+    r.sandbox = e.sandbox;
+    r.src = e.src_ip;
+    r.decision = "deny";
+    r.reason = e.counted[kRateLimited] ? "dns_rate_limited" : "dns_refusals_suppressed";
+    r.rule = "dns.rate_limit";
+    for (size_t i = 0; i < kReasonCount; ++i)
+      if (e.counted[i]) r.counts.emplace_back(kReasonNames[i], e.counted[i]);
+    if (now > e.window_start)  // io threads may read the clock in a different order
+      r.duration_us = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::microseconds>(now - e.window_start).count());
+    return r;
+  }
+
+  double rate_;
+  double burst_;
+  uint32_t lines_;
+  Clock::duration interval_;
+  size_t max_sources_;
+  std::unordered_map<std::string, SourceEntry> table_;
+  SourceEntry unknown_;  // every source that is not a known sandbox; not in the table's cap
+};
+
+}  // namespace
+
 // ---- sockets ----------------------------------------------------------------------------------
 
 struct DnsResponder::Impl : std::enable_shared_from_this<DnsResponder::Impl> {
@@ -221,18 +440,78 @@ struct DnsResponder::Impl : std::enable_shared_from_this<DnsResponder::Impl> {
   std::atomic<bool> stopping{false};
   std::atomic<uint32_t> tcp_open{0};
   std::atomic<uint64_t> n_queries{0}, n_answered{0}, n_refused{0}, n_nxdomain{0}, n_malformed{0};
+  std::atomic<uint64_t> n_rate_limited{0}, n_suppressed{0}, n_summaries{0};
+  mutable std::mutex flood_mu;
+  std::unique_ptr<FloodGuard> flood;          // guarded by flood_mu
+  asio::steady_timer* flush_timer = nullptr;  // the running flush_loop's, on the io_context
 
   explicit Impl(asio::io_context& ctx) : io(ctx) {}
+  Result<uint16_t> listen_once(const udp::endpoint& endpoint, const std::string& addr,
+                               bool transparent, bool* tcp_port_taken);
+  // Whatever is still counted is written: a count is never lost with the responder.
+  ~Impl() { flush(true); }
 
   std::shared_ptr<const DnsPolicy> current_policy() const {
     std::lock_guard lk(policy_mu);
     return policy;
   }
 
+  Clock::time_point now() const { return options.clock ? options.clock() : Clock::now(); }
+
+  void write(const std::vector<AuditRecord>& records) {
+    for (const auto& r : records) {
+      n_summaries++;
+      (void)audit->append(r);  // a failing log makes the gateway deny: fail closed either way
+    }
+  }
+
+  void flush(bool all) {
+    std::vector<AuditRecord> out;
+    {
+      std::lock_guard lk(flood_mu);
+      if (!flood) return;
+      flood->flush(now(), all, out);
+    }
+    write(out);
+  }
+
+  // Over the bucket: REFUSED, echoing the question when there is one; no lookup, no audit line.
+  std::string refuse_limited(std::string_view packet) {
+    n_refused++;
+    n_rate_limited++;
+    if (packet.size() > kMaxDnsQueryBytes) packet = packet.substr(0, kMaxDnsQueryBytes);
+    auto q = parse_dns_query(packet);
+    if (!q) return {};  // garbage over the limit: not even an error answer
+    return build_dns_response(*q, DnsRcode::kRefused);
+  }
+
   // Answers one query and audits it; returns the bytes to send (maybe empty).
   std::string handle(std::string_view packet, const std::string& src_ip, uint16_t src_port,
-                     const std::string& dst, const char* transport) {
+                     const std::string& dst) {
     n_queries++;
+    auto t = now();
+    std::vector<AuditRecord> summaries;
+    FloodGuard::Admit admit;
+    {
+      std::lock_guard lk(flood_mu);
+      admit = flood->admit_known(src_ip, t, summaries);
+    }
+    bool known = admit != FloodGuard::Admit::kUnknownSource;
+    if (!known) {
+      // No entry yet: whether the source is a sandbox decides between its own bucket and the
+      // shared one. The lookup runs outside the lock (the directory may take its time).
+      auto sb = sandboxes->by_address(src_ip);
+      std::optional<std::string> id;
+      if (sb) id = sb->id;
+      known = id.has_value();
+      std::lock_guard lk(flood_mu);
+      admit = flood->admit_new(src_ip, id, t, summaries);
+    }
+    if (admit == FloodGuard::Admit::kLimited) {
+      write(summaries);
+      return refuse_limited(packet);
+    }
+
     auto pol = current_policy();
     DnsVerdict v;
     std::string qname;
@@ -244,20 +523,46 @@ struct DnsResponder::Impl : std::enable_shared_from_this<DnsResponder::Impl> {
     if (v.rcode == DnsRcode::kRefused) n_refused++;
     if (v.rcode == DnsRcode::kNxDomain) n_nxdomain++;
     if (v.audit || v.reason == "malformed") {
-      AuditRecord r;
-      r.kind = "dns";
-      r.sandbox = v.sandbox;
-      r.src = with_port(src_ip, src_port);
-      r.dst = dst;
-      r.host = qname.substr(0, 255);
-      r.method = qtype ? qtype_name(qtype) : "";
-      (void)transport;
-      r.decision = "deny";
-      r.reason = v.reason;
-      r.rule = v.reason == "dns_unlisted" ? "dns.unlisted" : "dns";
-      (void)audit->append(r);  // the answer is a refusal either way
+      bool line;
+      {
+        std::lock_guard lk(flood_mu);
+        line = flood->take_line(src_ip, known, v.reason, v.sandbox, t, summaries);
+      }
+      write(summaries);  // an ended interval's summary comes before the next line
+      if (line) {
+        AuditRecord r;
+        r.kind = "dns";
+        r.sandbox = v.sandbox;
+        r.src = with_port(src_ip, src_port);
+        r.dst = dst;
+        r.host = qname.substr(0, 255);
+        r.method = qtype ? qtype_name(qtype) : "";
+        r.decision = "deny";
+        r.reason = v.reason;
+        r.rule = v.reason == "dns_unlisted" ? "dns.unlisted" : "dns";
+        (void)audit->append(r);  // the answer is a refusal either way
+      } else {
+        n_suppressed++;
+      }
+    } else {
+      write(summaries);
     }
     return out;
+  }
+
+  // Writes the summaries of ended intervals once per interval, and drops idle entries.
+  asio::awaitable<void> flush_loop() {
+    auto self = shared_from_this();
+    asio::steady_timer timer(io);
+    flush_timer = &timer;
+    while (!stopping) {
+      timer.expires_after(std::chrono::milliseconds(options.audit_interval_ms));
+      error_code ec;
+      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (stopping) break;
+      flush(false);
+    }
+    flush_timer = nullptr;
   }
 
   asio::awaitable<void> udp_loop(udp::socket& sock) {
@@ -302,7 +607,7 @@ struct DnsResponder::Impl : std::enable_shared_from_this<DnsResponder::Impl> {
         std::string src_ip = sockaddr_text(peer, &sport);
         std::string dst_ip = have_orig ? sockaddr_text(orig, &dport) : "";
         std::string reply = handle(std::string_view(buf.data(), static_cast<size_t>(n)), src_ip,
-                                   sport, have_orig ? with_port(dst_ip, dport) : "", "udp");
+                                   sport, have_orig ? with_port(dst_ip, dport) : "");
         if (reply.empty()) continue;
         send_reply(sock, peer, msg.msg_namelen, have_orig ? &orig : nullptr, reply);
       }
@@ -408,7 +713,7 @@ struct DnsResponder::Impl : std::enable_shared_from_this<DnsResponder::Impl> {
                                 asio::redirect_error(asio::use_awaitable, ec));
       if (ec) break;
       timer.cancel();
-      std::string reply = handle(msg, src_ip, peer.port(), dst, "tcp");
+      std::string reply = handle(msg, src_ip, peer.port(), dst);
       if (reply.empty()) break;
       std::string framed;
       framed += static_cast<char>((reply.size() >> 8) & 0xff);
@@ -440,7 +745,13 @@ Result<std::unique_ptr<DnsResponder>> DnsResponder::create(
   if (!options.synthetic_ipv6.empty() && raw_address(options.synthetic_ipv6, AF_INET6).empty())
     return fail("dns responder: synthetic_ipv6 '" + options.synthetic_ipv6 +
                 "' is not an IPv6 address");
+  if (options.audit_interval_ms == 0)
+    return fail("dns responder: audit_interval_ms must be at least 1");
+  if (options.queries_per_second && options.query_burst == 0)
+    return fail("dns responder: query_burst must be at least 1 when queries are limited");
+  if (options.max_sources == 0) return fail("dns responder: max_sources must be at least 1");
   auto impl = std::make_shared<Impl>(io);
+  impl->flood = std::make_unique<FloodGuard>(options);
   impl->options = std::move(options);
   impl->sandboxes = std::move(sandboxes);
   impl->audit = std::move(audit);
@@ -455,13 +766,25 @@ void DnsResponder::set_policy(std::shared_ptr<const DnsPolicy> policy) {
 Result<uint16_t> DnsResponder::listen(const std::string& addr, bool transparent) {
   auto ep = parse_addr(addr);
   if (!ep) return fail(ep.error());
-  bool v6 = ep->address().is_v6();
-  Impl::Bound b;
+  // Port 0: the kernel picks a free UDP port, and TCP takes the same one, which may be in use
+  // for TCP (an ephemeral port of some connection): then another UDP port is tried.
+  for (int attempt = 1;; ++attempt) {
+    bool tcp_port_taken = false;
+    auto port = impl_->listen_once(*ep, addr, transparent, &tcp_port_taken);
+    if (port || !tcp_port_taken || ep->port() != 0 || attempt == 16) return port;
+  }
+}
+
+Result<uint16_t> DnsResponder::Impl::listen_once(const udp::endpoint& endpoint,
+                                                 const std::string& addr, bool transparent,
+                                                 bool* tcp_port_taken) {
+  bool v6 = endpoint.address().is_v6();
+  Bound b;
   b.v6 = v6;
-  b.udp_socket = std::make_unique<udp::socket>(impl_->io);
-  b.tcp_acceptor = std::make_unique<tcp::acceptor>(impl_->io);
+  b.udp_socket = std::make_unique<udp::socket>(io);
+  b.tcp_acceptor = std::make_unique<tcp::acceptor>(io);
   error_code ec;
-  b.udp_socket->open(ep->protocol(), ec);
+  b.udp_socket->open(endpoint.protocol(), ec);
   if (ec) return fail("dns listen " + addr + " (udp): " + ec.message());
   int fd = b.udp_socket->native_handle();
   int one = 1;
@@ -473,11 +796,11 @@ Result<uint16_t> DnsResponder::listen(const std::string& addr, bool transparent)
     setsockopt(fd, SOL_IPV6, IPV6_RECVORIGDSTADDR, &one, sizeof one);
   else
     setsockopt(fd, SOL_IP, IP_RECVORIGDSTADDR, &one, sizeof one);
-  b.udp_socket->bind(*ep, ec);
+  b.udp_socket->bind(endpoint, ec);
   if (ec) return fail("dns listen " + addr + " (udp): " + ec.message());
   uint16_t port = b.udp_socket->local_endpoint(ec).port();
 
-  tcp::endpoint tep(ep->address(), port);
+  tcp::endpoint tep(endpoint.address(), port);
   b.tcp_acceptor->open(tep.protocol(), ec);
   if (!ec) b.tcp_acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
   if (ec) return fail("dns listen " + addr + " (tcp): " + ec.message());
@@ -488,11 +811,12 @@ Result<uint16_t> DnsResponder::listen(const std::string& addr, bool transparent)
         !st)
       return fail(st.error());
   b.tcp_acceptor->bind(tep, ec);
+  if (ec == asio::error::address_in_use) *tcp_port_taken = true;
   if (!ec) b.tcp_acceptor->listen(256, ec);
   if (ec)
     return fail("dns listen " + addr + " (tcp, port " + std::to_string(port) +
                 "): " + ec.message());
-  impl_->bound.push_back(std::move(b));
+  bound.push_back(std::move(b));
   return port;
 }
 
@@ -508,14 +832,26 @@ void DnsResponder::start() {
     asio::co_spawn(impl_->io, impl_->udp_loop(*b.udp_socket), asio::detached);
     asio::co_spawn(impl_->io, impl_->tcp_accept_loop(*b.tcp_acceptor), asio::detached);
   }
+  asio::co_spawn(impl_->io, impl_->flush_loop(), asio::detached);
+}
+
+std::string DnsResponder::handle_query(std::string_view packet, const std::string& src_ip,
+                                       uint16_t src_port, const std::string& dst) {
+  return impl_->handle(packet, src_ip, src_port, dst);
+}
+
+void DnsResponder::flush_audit_summaries() {
+  impl_->flush(false);
 }
 
 void DnsResponder::stop() {
   if (!impl_ || impl_->stopping.exchange(true)) return;
   // Sockets are closed on the io_context (Asio objects are not thread-safe); if it no longer
   // runs, they close when the context destroys the handler and with it the last reference.
+  impl_->flush(true);
   asio::dispatch(impl_->io, [impl = impl_] {
     error_code ec;
+    if (impl->flush_timer) impl->flush_timer->cancel();
     for (auto& b : impl->bound) {
       if (b.udp_socket) b.udp_socket->close(ec);
       if (b.tcp_acceptor) b.tcp_acceptor->close(ec);
@@ -530,6 +866,11 @@ DnsResponder::Stats DnsResponder::stats() const {
   s.refused = impl_->n_refused;
   s.nxdomain = impl_->n_nxdomain;
   s.malformed = impl_->n_malformed;
+  s.rate_limited = impl_->n_rate_limited;
+  s.audit_suppressed = impl_->n_suppressed;
+  s.summary_lines = impl_->n_summaries;
+  std::lock_guard lk(impl_->flood_mu);
+  s.sources = impl_->flood->size();
   return s;
 }
 

@@ -10,7 +10,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <boost/asio.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -21,6 +25,14 @@ namespace {
 
 using testing::FakeSandboxes;
 using testing::MemoryAudit;
+
+// A summary line's counts as "reason=n,reason=n" (in the order written).
+std::string counts_text(const AuditRecord& r) {
+  std::string out;
+  for (const auto& [reason, n] : r.counts)
+    out += (out.empty() ? "" : ",") + reason + "=" + std::to_string(n);
+  return out;
+}
 
 class SetPolicy : public DnsPolicy {
  public:
@@ -203,6 +215,18 @@ TEST_F(DnsDecide, PacketLevelAnswersEchoTheIdAndRefuseGarbage) {
           .empty());
 }
 
+// A steady_clock the test moves; shared, so that the responder may outlive the test's frame.
+struct FakeClock {
+  std::shared_ptr<std::atomic<int64_t>> ns =
+      std::make_shared<std::atomic<int64_t>>(int64_t{1'000'000} * 1'000'000);
+  std::function<std::chrono::steady_clock::time_point()> fn() const {
+    return [p = ns] {
+      return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(p->load()));
+    };
+  }
+  void advance(std::chrono::milliseconds d) { *ns += std::chrono::nanoseconds(d).count(); }
+};
+
 // ---- sockets ------------------------------------------------------------------------------------
 
 class DnsSockets : public ::testing::Test {
@@ -378,6 +402,303 @@ TEST_F(DnsSockets, GarbageGetsFormerrOrNothing) {
   EXPECT_TRUE(udp_ask(AF_INET, port4_, "x", 300).empty());
 }
 
+// A flood over real UDP from one sandbox (127.0.0.1) while another (127.0.0.2) asks: the
+// second is answered normally, and the flood's audit is bounded and its counts exact.
+TEST_F(DnsSockets, UdpFloodFromOneSandboxLeavesAnotherAnswered) {
+  sandboxes_->add("sb-2", "secret", "coding", "127.0.0.2");
+  auto open_from = [&](const char* ip) {
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    inet_pton(AF_INET, ip, &a.sin_addr);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << ip;
+    a.sin_port = htons(port4_);
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    return fd;
+  };
+  auto ask = [](int fd, const std::string& q) {
+    if (send(fd, q.data(), q.size(), 0) != static_cast<ssize_t>(q.size())) return 99u;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 3000) != 1) return 98u;
+    char buf[1500];
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    return n >= 4 ? unsigned(uint8_t(buf[3]) & 0x0f) : 97u;
+  };
+  int flooder = open_from("127.0.0.1");
+  int other = open_from("127.0.0.2");
+  auto start = std::chrono::steady_clock::now();
+  constexpr int kFlood = 3000;
+  int nx = 0, refused = 0, other_ok = 0;
+  for (int i = 0; i < kFlood; ++i) {
+    unsigned rc = ask(flooder, query("n" + std::to_string(i) + ".pastebin.com", dns_type::kA,
+                                     static_cast<uint16_t>(i)));
+    nx += rc == 3;
+    refused += rc == 5;
+    if (i % 100 == 0) other_ok += ask(other, query("api.github.com", dns_type::kA)) == 0;
+  }
+  EXPECT_EQ(ask(other, query("evil.example", dns_type::kA)), 3u);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  close(flooder);
+  close(other);
+  EXPECT_EQ(nx + refused, kFlood);
+  EXPECT_GT(refused, 0);  // 3000 queries in well under the ~13 s the bucket would need
+  EXPECT_EQ(other_ok, kFlood / 100);
+  responder_->stop();  // writes what is still counted
+  uint64_t lines = 0, counted = 0;
+  bool other_line = false;
+  for (const auto& r : audit_->records()) {
+    if (r.sandbox == "sb-2") other_line |= r.host == "evil.example";
+    if (r.sandbox != "sb-1") continue;
+    if (r.rule == "dns.rate_limit") {
+      for (const auto& [reason, n] : r.counts) counted += n;
+    } else {
+      ++lines;
+    }
+  }
+  EXPECT_TRUE(other_line);
+  EXPECT_EQ(lines + counted, uint64_t(kFlood));
+  EXPECT_LE(lines, 20u * (static_cast<uint64_t>(seconds) + 2));
+}
+
+// UDP and TCP queries of one source draw on one bucket.
+TEST_F(DnsSockets, UdpAndTcpShareOneBucket) {
+  FakeClock clock;
+  DnsResponderOptions o;
+  o.queries_per_second = 1;
+  o.query_burst = 3;
+  o.clock = clock.fn();
+  auto r = DnsResponder::create(io_, o, sandboxes_, audit_);
+  ASSERT_TRUE(r) << r.error().message;
+  auto limited = std::move(*r);
+  auto port = limited->listen("127.0.0.1:0", false);
+  ASSERT_TRUE(port) << port.error().message;
+  auto pol = std::make_shared<SetPolicy>();
+  pol->hosts["coding"] = {"api.github.com"};
+  limited->set_policy(pol);
+  limited->start();
+  EXPECT_EQ(rcode_of(udp_ask(AF_INET, *port, query("api.github.com", dns_type::kA))), 0u);
+  EXPECT_EQ(rcode_of(udp_ask(AF_INET, *port, query("api.github.com", dns_type::kA))), 0u);
+  int fd = tcp_connect(*port);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(rcode_of(tcp_ask(fd, query("api.github.com", dns_type::kA, 1))), 0u);
+  EXPECT_EQ(rcode_of(tcp_ask(fd, query("api.github.com", dns_type::kA, 2))), 5u);
+  close(fd);
+  EXPECT_EQ(rcode_of(udp_ask(AF_INET, *port, query("api.github.com", dns_type::kA))), 5u);
+  clock.advance(std::chrono::milliseconds(1000));
+  EXPECT_EQ(rcode_of(udp_ask(AF_INET, *port, query("api.github.com", dns_type::kA))), 0u);
+  EXPECT_EQ(limited->stats().rate_limited, 2u);
+  limited->stop();
+  auto recs = audit_->records();
+  ASSERT_EQ(recs.size(), 1u);  // the two refusals, in one summary line
+  EXPECT_EQ(recs[0].reason, "dns_rate_limited");
+  EXPECT_EQ(counts_text(recs[0]), "dns_rate_limited=2");
+}
+
+// ---- floods, with a fake clock and no sockets ---------------------------------------------------
+
+class DnsFlood : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    sandboxes_ = std::make_shared<FakeSandboxes>();
+    sandboxes_->add("sb-1", "secret", "coding", "10.200.0.2");
+    sandboxes_->add("sb-2", "secret", "coding", "10.200.0.3");
+    audit_ = std::make_shared<MemoryAudit>();
+    options_.clock = clock_.fn();
+  }
+  void make() {
+    auto r = DnsResponder::create(io_, options_, sandboxes_, audit_);
+    ASSERT_TRUE(r) << r.error().message;
+    responder_ = std::move(*r);
+    auto pol = std::make_shared<SetPolicy>();
+    pol->hosts["coding"] = {"api.github.com"};
+    responder_->set_policy(pol);
+  }
+  unsigned ask(const std::string& src, const std::string& name, uint16_t qtype = dns_type::kA,
+               uint16_t id = 1) {
+    return rcode_of(responder_->handle_query(query(name, qtype, id), src, 40000, "10.0.0.1:53"));
+  }
+
+  // What the audit says about one sandbox ("" = unknown sources): its own lines, its summary
+  // lines, and the summaries' counts by reason.
+  struct Tally {
+    uint64_t lines = 0, summaries = 0, counted = 0;
+    std::map<std::string, uint64_t> by_reason;
+  };
+  Tally tally(const std::string& sandbox) {
+    Tally t;
+    for (const auto& r : audit_->records()) {
+      if (r.sandbox != sandbox) continue;
+      if (r.rule != "dns.rate_limit") {
+        ++t.lines;
+        continue;
+      }
+      ++t.summaries;
+      EXPECT_TRUE(r.reason == "dns_rate_limited" || r.reason == "dns_refusals_suppressed");
+      for (const auto& [reason, n] : r.counts) {
+        t.by_reason[reason] += n;
+        t.counted += n;
+      }
+    }
+    return t;
+  }
+
+  boost::asio::io_context io_;
+  FakeClock clock_;
+  std::shared_ptr<FakeSandboxes> sandboxes_;
+  std::shared_ptr<MemoryAudit> audit_;
+  DnsResponderOptions options_;
+  std::unique_ptr<DnsResponder> responder_;
+};
+
+TEST_F(DnsFlood, TenThousandUnlistedNamesAreBoundedAndCountedExactly) {
+  make();
+  int nx = 0, refused = 0, other_ok = 0;
+  for (int i = 0; i < 10'000; ++i) {
+    unsigned rc = ask("10.200.0.2", "x" + std::to_string(i) + ".pastebin.com", dns_type::kA,
+                      static_cast<uint16_t>(i));
+    nx += rc == 3;
+    refused += rc == 5;
+    if (i % 100 == 0) other_ok += ask("10.200.0.3", "api.github.com") == 0;  // isolation
+  }
+  EXPECT_EQ(nx, 400);         // the burst was decided ...
+  EXPECT_EQ(refused, 9'600);  // ... the rest refused by the bucket
+  EXPECT_EQ(other_ok, 100);
+  // The other sandbox's refusals are still audited one by one.
+  EXPECT_EQ(ask("10.200.0.3", "evil.example"), 3u);
+  auto recs = audit_->records();
+  ASSERT_FALSE(recs.empty());
+  EXPECT_EQ(recs.back().sandbox, "sb-2");
+  EXPECT_EQ(recs.back().host, "evil.example");
+  EXPECT_EQ(recs.back().reason, "dns_unlisted");
+
+  Tally before = tally("sb-1");
+  EXPECT_EQ(before.lines, 20u);     // options.audit_lines_per_interval
+  EXPECT_EQ(before.summaries, 0u);  // the interval is not over
+  clock_.advance(std::chrono::milliseconds(1000));
+  responder_->flush_audit_summaries();
+  Tally t = tally("sb-1");
+  EXPECT_EQ(t.lines, 20u);
+  EXPECT_EQ(t.summaries, 1u);
+  EXPECT_EQ(t.by_reason["dns_unlisted"], 380u);
+  EXPECT_EQ(t.by_reason["dns_rate_limited"], 9'600u);
+  EXPECT_EQ(t.lines + t.counted, 10'000u);  // nothing lost, nothing counted twice
+  auto st = responder_->stats();
+  EXPECT_EQ(st.queries, 10'000u + 101u);
+  EXPECT_EQ(st.rate_limited, 9'600u);
+  EXPECT_EQ(st.audit_suppressed, 380u);
+  EXPECT_EQ(st.summary_lines, 1u);
+  EXPECT_EQ(st.answered, 100u);
+  // The summary names the sandbox and its source address.
+  for (const auto& r : audit_->records())
+    if (r.rule == "dns.rate_limit") {
+      EXPECT_EQ(r.reason, "dns_rate_limited");
+      EXPECT_EQ(r.src, "10.200.0.2");
+      EXPECT_EQ(r.decision, "deny");
+      EXPECT_EQ(r.kind, "dns");
+    }
+}
+
+TEST_F(DnsFlood, BucketRefillsAtTheConfiguredRateUpToTheBurst) {
+  options_.queries_per_second = 200;
+  options_.query_burst = 400;
+  make();
+  auto run = [&](int expected_ok) {
+    for (int i = 0; i < expected_ok; ++i)
+      if (ask("10.200.0.2", "api.github.com") != 0u) return i;
+    // The next one is over the limit: REFUSED, the question echoed, no answer record.
+    std::string r = responder_->handle_query(query("api.github.com", dns_type::kA, 0x7777),
+                                             "10.200.0.2", 40000, "");
+    EXPECT_EQ(rcode_of(r), 5u);
+    EXPECT_EQ(ancount_of(r), 0u);
+    EXPECT_EQ(uint8_t(r[0]), 0x77);
+    return expected_ok;
+  };
+  EXPECT_EQ(run(400), 400);
+  clock_.advance(std::chrono::milliseconds(1000));
+  EXPECT_EQ(run(200), 200);
+  clock_.advance(std::chrono::milliseconds(500));
+  EXPECT_EQ(run(100), 100);
+  clock_.advance(std::chrono::milliseconds(60'000));  // refills to the burst, not beyond
+  EXPECT_EQ(run(400), 400);
+  // Answers are not audited one by one; the refused ones are counted.
+  responder_->stop();
+  Tally t = tally("sb-1");
+  EXPECT_EQ(t.lines, 0u);
+  EXPECT_EQ(t.by_reason["dns_rate_limited"], 4u);
+  EXPECT_EQ(responder_->stats().answered, 1'100u);
+}
+
+TEST_F(DnsFlood, SummaryComesWithTheNextQueryAfterTheIntervalAndAtStop) {
+  options_.audit_lines_per_interval = 2;
+  make();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(ask("10.200.0.2", "pastebin.com", 16), 5u);  // TXT
+  EXPECT_EQ(audit_->records().size(), 2u);
+  clock_.advance(std::chrono::milliseconds(1000));
+  EXPECT_EQ(ask("10.200.0.2", "pastebin.com"), 3u);
+  auto recs = audit_->records();
+  ASSERT_EQ(recs.size(), 4u);
+  EXPECT_EQ(recs[2].reason, "dns_refusals_suppressed");  // the ended interval's, first
+  EXPECT_EQ(counts_text(recs[2]), "dns_type_refused=3");
+  EXPECT_EQ(recs[2].sandbox, "sb-1");
+  EXPECT_EQ(recs[2].duration_us, 1'000'000u);
+  EXPECT_EQ(recs[3].reason, "dns_unlisted");
+  for (int i = 0; i < 4; ++i) ask("10.200.0.2", "pastebin.com");
+  EXPECT_EQ(audit_->records().size(), 5u);
+  responder_->stop();  // the interval is not over, its counts are written all the same
+  recs = audit_->records();
+  ASSERT_EQ(recs.size(), 6u);
+  EXPECT_EQ(counts_text(recs[5]), "dns_unlisted=3");
+  Tally t = tally("sb-1");
+  EXPECT_EQ(t.lines + t.counted, 10u);
+}
+
+TEST_F(DnsFlood, TableIsBoundedAndUnknownSourcesShareOneBucket) {
+  options_.max_sources = 8;
+  options_.audit_lines_per_interval = 3;
+  make();
+  // 50 sandboxes, all busy at once: the table never holds more than 8, and the counts of the
+  // evicted entries are written when they go.
+  for (int i = 1; i <= 50; ++i)
+    sandboxes_->add("many-" + std::to_string(i), "s", "coding", "10.201.0." + std::to_string(i));
+  for (int round = 0; round < 3; ++round)
+    for (int i = 1; i <= 50; ++i)
+      for (int k = 0; k < 10; ++k) {
+        EXPECT_EQ(ask("10.201.0." + std::to_string(i), "pastebin.com"), 3u);
+        EXPECT_LE(responder_->stats().sources, 8u);
+      }
+  EXPECT_GT(responder_->stats().summary_lines, 0u);  // from evictions: no interval ended
+  // 1000 sources that are no sandbox: no entry each, one shared bucket.
+  int refused = 0;
+  for (int i = 0; i < 1000; ++i)
+    refused += ask("10.250." + std::to_string(i / 250) + "." + std::to_string(i % 250),
+                   "api.github.com") == 5u;
+  EXPECT_EQ(refused, 1000);
+  EXPECT_LE(responder_->stats().sources, 8u);
+  EXPECT_EQ(responder_->stats().rate_limited, 600u);  // 400 of burst for all of them together
+  responder_->stop();
+  for (int i = 1; i <= 50; ++i) {
+    Tally t = tally("many-" + std::to_string(i));
+    EXPECT_EQ(t.lines + t.counted, 30u) << i;
+  }
+  Tally u = tally("");
+  EXPECT_EQ(u.lines, 3u);
+  EXPECT_EQ(u.by_reason["unknown_sandbox"], 397u);
+  EXPECT_EQ(u.by_reason["dns_rate_limited"], 600u);
+  // Idle entries go once they equal a new one: bucket full again, nothing pending.
+  EXPECT_GT(responder_->stats().sources, 0u);
+  clock_.advance(std::chrono::milliseconds(10'000));
+  responder_->flush_audit_summaries();
+  EXPECT_EQ(responder_->stats().sources, 0u);
+}
+
+TEST_F(DnsFlood, RateZeroMeansNoLimit) {
+  options_.queries_per_second = 0;
+  make();
+  for (int i = 0; i < 2'000; ++i) EXPECT_EQ(ask("10.200.0.2", "api.github.com"), 0u);
+  EXPECT_EQ(responder_->stats().rate_limited, 0u);
+}
+
 TEST(DnsResponderCreate, RejectsBadSyntheticAddresses) {
   boost::asio::io_context io;
   auto sb = std::make_shared<FakeSandboxes>();
@@ -387,6 +708,15 @@ TEST(DnsResponderCreate, RejectsBadSyntheticAddresses) {
   EXPECT_FALSE(DnsResponder::create(io, o, sb, audit));
   o = {};
   o.synthetic_ipv6 = "1.2.3.4";
+  EXPECT_FALSE(DnsResponder::create(io, o, sb, audit));
+  o = {};
+  o.audit_interval_ms = 0;
+  EXPECT_FALSE(DnsResponder::create(io, o, sb, audit));
+  o = {};
+  o.query_burst = 0;
+  EXPECT_FALSE(DnsResponder::create(io, o, sb, audit));
+  o = {};
+  o.max_sources = 0;
   EXPECT_FALSE(DnsResponder::create(io, o, sb, audit));
   auto ok = DnsResponder::create(io, {}, sb, audit);
   ASSERT_TRUE(ok);

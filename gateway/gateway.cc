@@ -81,6 +81,12 @@ awaitable<bool> TlsStream::wait_for(int r, error_code& ec) {
   }
 }
 
+// SSL_get_error() reads the thread's error queue, so it must hold nothing from an earlier call.
+// It is almost always empty: peeking is cheaper than ERR_clear_error()'s walk of every slot.
+static void clear_stale_errors() {
+  if (ERR_peek_error() != 0) ERR_clear_error();
+}
+
 // Every SSL_* call below first checks that the socket is still open: the deadline closes it
 // from this same thread, and the descriptor number may already belong to another connection.
 awaitable<size_t> TlsStream::read_some(asio::mutable_buffer b, error_code& ec) {
@@ -90,7 +96,7 @@ awaitable<size_t> TlsStream::read_some(asio::mutable_buffer b, error_code& ec) {
       ec = asio::error::bad_descriptor;
       co_return 0;
     }
-    ERR_clear_error();
+    clear_stale_errors();
     size_t n = 0;
     int r = SSL_read_ex(ssl_, b.data(), b.size(), &n);
     if (r == 1) co_return n;
@@ -107,7 +113,7 @@ awaitable<void> TlsStream::write_all(asio::const_buffer b, error_code& ec) {
       ec = asio::error::bad_descriptor;
       co_return;
     }
-    ERR_clear_error();
+    clear_stale_errors();
     size_t n = 0;
     int r = SSL_write_ex(ssl_, p, left, &n);
     if (r == 1) {
@@ -131,7 +137,7 @@ awaitable<void> TlsStream::handshake(bool server, error_code& ec) {
       ec = asio::error::bad_descriptor;
       co_return;
     }
-    ERR_clear_error();
+    clear_stale_errors();
     int r = SSL_do_handshake(ssl_);
     if (r == 1) co_return;
     if (!co_await wait_for(r, ec)) co_return;
@@ -252,14 +258,15 @@ Result<LeafCert> Gateway::Impl::leaf_for(const std::string& sni) {
   return leaf;
 }
 
-void Gateway::Impl::audit(AuditRecord& rec) {
+bool Gateway::Impl::audit(AuditRecord& rec) {
   Status s = ports.audit->append(rec);
   if (!s) {
     metrics.audit_failures++;
     audit_failed = true;
-  } else {
-    audit_failed = false;
+    return false;
   }
+  audit_failed = false;
+  return true;
 }
 
 bool Gateway::Impl::acquire_sandbox_slot(const std::string& id) {
@@ -406,6 +413,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options, Gateway
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->ports = std::move(ports);
+  impl->blocking = std::make_unique<detail::BlockingPool>();
   if (!impl->options.dns_server.empty()) {
     auto server = parse_dns_server(impl->options.dns_server);
     if (!server) return with_context("gateway: --dns-server", server.error());
@@ -686,6 +694,9 @@ void Gateway::stop(unsigned grace_ms) {
   } else {
     close_all();
   }
+  // Vault lookups still running finish and post their results to the stopped io_contexts,
+  // where they are destroyed with the coroutines waiting for them.
+  impl_->blocking->join();
   // Pooled upstream connections and sessions die with their io_contexts.
   for (auto& w : impl_->workers) w->pool.clear();
   if (!impl_->admin_unix_path.empty()) ::unlink(impl_->admin_unix_path.c_str());

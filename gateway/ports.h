@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/result.h"
@@ -95,6 +96,31 @@ class PolicyView {
 };
 
 // ---- Vault ----------------------------------------------------------------------------------
+//
+// Every vault port has blocking lookups and non-blocking twins (try_*). The io threads only
+// call the twins: an answer the implementation holds in memory comes back at once; one that
+// needs its store (a cache miss, a due change check) comes back as "would block", and the
+// gateway then calls the blocking lookup on its blocking pool (gateway/detail/blocking_pool.h)
+// and carries on with that answer. The defaults of the twins call the blocking lookups in
+// place: right for implementations that never block (in-memory fakes); one that may block
+// (the vault adapter) overrides them.
+
+// The answer of a non-blocking lookup: a value, or "would block" (ask the blocking lookup,
+// off the io thread).
+template <class T>
+class NonBlocking {
+ public:
+  static NonBlocking would_block() { return NonBlocking(); }
+  // Implicit, so that an answer is returned as it is.
+  NonBlocking(T value) : value_(std::move(value)) {}
+  bool ready() const { return value_.has_value(); }
+  T& operator*() { return *value_; }
+  const T& operator*() const { return *value_; }
+
+ private:
+  NonBlocking() = default;
+  std::optional<T> value_;
+};
 
 struct SandboxInfo {
   std::string id;
@@ -109,6 +135,15 @@ class SandboxDirectory {
                                                           std::string_view secret) const = 0;
   // Transparent mode: by source address (textual IPv4/IPv6).
   virtual std::optional<SandboxInfo> by_address(std::string_view ip) const = 0;
+
+  // Non-blocking twins (see above).
+  virtual NonBlocking<std::optional<SandboxInfo>> try_by_proxy_credentials(
+      std::string_view id, std::string_view secret) const {
+    return by_proxy_credentials(id, secret);
+  }
+  virtual NonBlocking<std::optional<SandboxInfo>> try_by_address(std::string_view ip) const {
+    return by_address(ip);
+  }
 };
 
 struct TokenInfo {
@@ -127,6 +162,15 @@ class CredentialSource {
   // gateway/stages/credential_injector.h), so that one never leaves whatever the vault says.
   virtual std::optional<TokenInfo> lookup_token(std::string_view token,
                                                 std::string_view sandbox_id) const = 0;
+
+  // Non-blocking twins (see above).
+  virtual NonBlocking<Result<std::string>> try_secret_value(std::string_view secret_name) const {
+    return secret_value(secret_name);
+  }
+  virtual NonBlocking<std::optional<TokenInfo>> try_lookup_token(
+      std::string_view token, std::string_view sandbox_id) const {
+    return lookup_token(token, sandbox_id);
+  }
 };
 
 // ---- Audit ----------------------------------------------------------------------------------
@@ -152,6 +196,9 @@ struct AuditRecord {
   uint64_t duration_us = 0;
   std::string credential;  // credential name, never a value
   std::string token_id;    // token id, never a value
+  // Events counted rather than written one by one (a summary line), by reason; written as
+  // integer fields "count.<reason>".
+  std::vector<std::pair<std::string, uint64_t>> counts;
 };
 
 class AuditSink {

@@ -213,6 +213,53 @@ Verdict evaluate_request(const PolicyView& policy, const CredentialSource& crede
   return v;
 }
 
+// ---- CredentialRound ------------------------------------------------------------------------
+
+Result<std::string> CredentialRound::secret_value(std::string_view name) const {
+  for (const auto& [n, answer] : secrets_) {
+    if (n == name) return answer;
+  }
+  auto quick = source_.try_secret_value(name);
+  if (quick.ready()) return std::move(*quick);
+  if (std::find(missing_secrets_.begin(), missing_secrets_.end(), name) == missing_secrets_.end())
+    missing_secrets_.emplace_back(name);
+  // Fail closed should this answer ever be used (it is not: the verdict is discarded).
+  return fail("secret '" + std::string(name) + "' not fetched yet");
+}
+
+std::optional<TokenInfo> CredentialRound::lookup_token(std::string_view token,
+                                                       std::string_view sandbox_id) const {
+  for (const auto& [key, answer] : tokens_) {
+    if (key.token == token && key.sandbox == sandbox_id) return answer;
+  }
+  auto quick = source_.try_lookup_token(token, sandbox_id);
+  if (quick.ready()) return std::move(*quick);
+  TokenKey key{std::string(token), std::string(sandbox_id)};
+  if (std::find(missing_tokens_.begin(), missing_tokens_.end(), key) == missing_tokens_.end())
+    missing_tokens_.push_back(std::move(key));
+  return std::nullopt;  // fail closed: an unknown token is refused
+}
+
+void CredentialRound::fetch_missing() {
+  for (auto& name : missing_secrets_) {
+    ++fetches_;
+    Result<std::string> answer = source_.secret_value(name);
+    secrets_.emplace_back(std::move(name), std::move(answer));
+  }
+  for (auto& key : missing_tokens_) {
+    ++fetches_;
+    std::optional<TokenInfo> answer = source_.lookup_token(key.token, key.sandbox);
+    tokens_.emplace_back(std::move(key), std::move(answer));
+  }
+  missing_secrets_.clear();
+  missing_tokens_.clear();
+}
+
+void CredentialRound::next_evaluation() {
+  missing_secrets_.clear();
+  missing_tokens_.clear();
+}
+
 std::string render_request_head(const MessageHead& req, const Verdict& v) {
   std::string out;
   out.reserve(512);
@@ -251,16 +298,14 @@ std::string render_response_head(const MessageHead& resp, const std::vector<std:
       rest.remove_prefix(comma + 1);
     }
   }
-  HeaderList kept;
-  kept.reserve(resp.headers.size());
+  ResponseScrubber scrubber(scrub);
   for (const auto& h : resp.headers) {
     bool keep_upgrade = switching && ascii_iequals(h.name, "upgrade");
     if (!keep_upgrade && (response_hop_by_hop(h.name) || contains_ci(connection_listed, h.name)))
       continue;
-    kept.push_back(h);
+    if (scrubber.leak_form(h)) continue;
+    out.append(h.name).append(": ").append(h.value).append("\r\n");
   }
-  if (!scrub.empty()) scrub_response_headers(kept, scrub);
-  for (const auto& [k, val] : kept) out.append(k).append(": ").append(val).append("\r\n");
   if (switching) {
     out.append("Connection: Upgrade\r\n");
   } else if (resp.chunked) {

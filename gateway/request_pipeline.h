@@ -62,6 +62,50 @@ Verdict evaluate_request(const PolicyView& policy, const CredentialSource& crede
                          const ConnectionFacts& conn, const detail::MessageHead& request,
                          const Limits& limits = {});
 
+// The credential lookups of one request made on an io thread, which must not block.
+// evaluate_request asks its CredentialSource synchronously; this source gives it what the real
+// source answers without blocking (its try_* twins) and the answers fetched earlier, records
+// everything else as missing and answers that with a fail-closed placeholder (an unavailable
+// secret, an unknown token). The caller then runs fetch_missing() where blocking is allowed
+// (the gateway's blocking pool) and evaluates the request again; a verdict reached while
+// something was missing is discarded. Each fetch answers at least one new question, and a
+// request asks a bounded number (one secret, the tokens in its headers), so this ends; the
+// gateway still stops after kMaxCredentialRounds.
+//
+// One request, one coroutine: not thread-safe, but fetch_missing() may run on another thread
+// while the coroutine waits for it.
+class CredentialRound final : public CredentialSource {
+ public:
+  // Secret, then tokens (whose answer may name another secret): one fetch each and a spare.
+  static constexpr int kMaxCredentialRounds = 3;
+
+  explicit CredentialRound(const CredentialSource& source) : source_(source) {}
+  Result<std::string> secret_value(std::string_view secret_name) const override;
+  std::optional<TokenInfo> lookup_token(std::string_view token,
+                                        std::string_view sandbox_id) const override;
+
+  // Whether the evaluation since the last next_evaluation() met a question it could not answer.
+  bool missing() const { return !missing_secrets_.empty() || !missing_tokens_.empty(); }
+  // Asks the source's blocking lookups for everything missing; keeps the answers. May block.
+  void fetch_missing();
+  // Before evaluating again: forgets what was missing, keeps what was fetched.
+  void next_evaluation();
+  // Blocking lookups made so far (tests).
+  int fetches() const { return fetches_; }
+
+ private:
+  struct TokenKey {
+    std::string token, sandbox;
+    bool operator==(const TokenKey&) const = default;
+  };
+  const CredentialSource& source_;
+  std::vector<std::pair<std::string, Result<std::string>>> secrets_;
+  std::vector<std::pair<TokenKey, std::optional<TokenInfo>>> tokens_;
+  mutable std::vector<std::string> missing_secrets_;
+  mutable std::vector<TokenKey> missing_tokens_;
+  int fetches_ = 0;
+};
+
 // The head sent to the sandbox for an upstream response: hop-by-hop headers removed, headers
 // holding any of `scrub_values` (raw, percent-encoded or base64) removed, framing restated.
 // `close` adds Connection: close. A 101 (websocket) keeps Upgrade and says Connection: Upgrade.

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "gateway/testing/fakes.h"
 
 namespace cordon::gateway {
@@ -316,6 +320,149 @@ TEST(ResponseHead, SwitchingProtocolsKeepsUpgrade) {
   EXPECT_NE(out.find("Connection: Upgrade\r\n"), std::string::npos);
   EXPECT_NE(out.find("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"), std::string::npos);
   EXPECT_EQ(out.find("close"), std::string::npos);
+}
+
+// ---- CredentialRound: the same verdicts with lookups that may only answer from a cache -------
+
+// A CredentialSource in front of the fakes whose non-blocking lookups answer only what a
+// blocking lookup fetched before (a cold cache that the blocking lookups warm), and which
+// counts the blocking lookups.
+class ColdCache final : public CredentialSource {
+ public:
+  explicit ColdCache(const FakeCredentials& inner) : inner_(inner) {}
+  Result<std::string> secret_value(std::string_view name) const override {
+    ++blocking_;
+    warm_.emplace_back(name);
+    return inner_.secret_value(name);
+  }
+  std::optional<TokenInfo> lookup_token(std::string_view token,
+                                        std::string_view sandbox_id) const override {
+    ++blocking_;
+    warm_.emplace_back(token);
+    return inner_.lookup_token(token, sandbox_id);
+  }
+  NonBlocking<Result<std::string>> try_secret_value(std::string_view name) const override {
+    if (!is_warm(name)) return NonBlocking<Result<std::string>>::would_block();
+    return inner_.secret_value(name);
+  }
+  NonBlocking<std::optional<TokenInfo>> try_lookup_token(
+      std::string_view token, std::string_view sandbox_id) const override {
+    if (!is_warm(token)) return NonBlocking<std::optional<TokenInfo>>::would_block();
+    return inner_.lookup_token(token, sandbox_id);
+  }
+  void cool() { warm_.clear(); }
+  int blocking() const { return blocking_; }
+
+ private:
+  bool is_warm(std::string_view key) const {
+    return std::find(warm_.begin(), warm_.end(), key) != warm_.end();
+  }
+  const FakeCredentials& inner_;
+  mutable std::vector<std::string> warm_;
+  mutable int blocking_ = 0;
+};
+
+class CredentialRoundTest : public PipelineTest {
+ protected:
+  // What the session does (evaluate_off_io in session.cc), with the fetch run in place.
+  Verdict run_rounds(const std::string& raw, const CredentialSource& source, int* fetch_rounds) {
+    HttpParser p(HttpParser::Kind::kRequest, limits);
+    p.feed(raw.data(), raw.size());
+    EXPECT_TRUE(p.head_complete()) << raw;
+    head = p.head();
+    CredentialRound round(source);
+    *fetch_rounds = 0;
+    for (int i = 1;; ++i) {
+      Verdict v = evaluate_request(policy, round, conn, head);
+      if (!round.missing()) return v;
+      EXPECT_LT(i, CredentialRound::kMaxCredentialRounds) << raw;
+      if (i == CredentialRound::kMaxCredentialRounds) return v;
+      round.fetch_missing();
+      round.next_evaluation();
+      ++*fetch_rounds;
+    }
+  }
+};
+
+TEST_F(CredentialRoundTest, ColdLookupsAreFetchedThenTheVerdictIsTheDirectOne) {
+  struct Case {
+    std::string host, raw;
+    int fetch_rounds;  // with a cold cache
+  };
+  const std::vector<Case> cases = {
+      {"api.test", "GET /repos/x HTTP/1.1\r\nHost: api.test\r\n\r\n", 1},  // secret
+      {"api.test",
+       "GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer " + good + "\r\n\r\n",
+       2},  // token, then the secret it unlocks
+      {"api.test",
+       "GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer " + other_sandbox +
+           "\r\n\r\n",
+       1},  // bound to another sandbox: refused, no secret asked
+      {"paste.test", "POST /p HTTP/1.1\r\nHost: paste.test\r\nX-Data: " + good + "\r\n\r\n",
+       0},  // misuse: decided by the token's shape, without a lookup
+      {"strict.test",
+       "GET / HTTP/1.1\r\nHost: strict.test\r\nX-Api-Key: " + strict_token + "\r\n\r\n", 2},
+      {"api.test", "GET /open/x HTTP/1.1\r\nHost: api.test\r\n\r\n", 0},  // no credential
+  };
+  for (const auto& c : cases) {
+    conn.host = c.host;
+    Verdict direct = run(c.raw);
+    ColdCache cold(creds);
+    int rounds = 0;
+    Verdict v = run_rounds(c.raw, cold, &rounds);
+    EXPECT_EQ(rounds, c.fetch_rounds) << c.raw;
+    EXPECT_EQ(v.status, direct.status) << c.raw;
+    EXPECT_EQ(v.reason, direct.reason) << c.raw;
+    EXPECT_EQ(v.token_id, direct.token_id) << c.raw;
+    EXPECT_EQ(v.credential_name, direct.credential_name) << c.raw;
+    EXPECT_EQ(v.scrub_values, direct.scrub_values) << c.raw;
+    EXPECT_EQ(v.upstream_headers, direct.upstream_headers) << c.raw;
+    // Warm now: the same request needs no blocking lookup at all.
+    int before = cold.blocking();
+    Verdict again = run_rounds(c.raw, cold, &rounds);
+    EXPECT_EQ(rounds, 0) << c.raw;
+    EXPECT_EQ(cold.blocking(), before) << c.raw;
+    EXPECT_EQ(again.status, direct.status) << c.raw;
+  }
+}
+
+// A verdict reached while an answer was missing is never a pass: its placeholders refuse (so a
+// caller that forgot to check missing() would still fail closed).
+TEST_F(CredentialRoundTest, PlaceholdersFailClosed) {
+  ColdCache cold(creds);
+  HttpParser p(HttpParser::Kind::kRequest, limits);
+  std::string raw = "GET /repos/x HTTP/1.1\r\nHost: api.test\r\n\r\n";
+  p.feed(raw.data(), raw.size());
+  head = p.head();
+  CredentialRound round(cold);
+  Verdict v = evaluate_request(policy, round, conn, head);
+  EXPECT_TRUE(round.missing());
+  EXPECT_NE(v.status, 0);
+  EXPECT_TRUE(v.scrub_values.empty());
+  raw = "GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer " + good + "\r\n\r\n";
+  HttpParser p2(HttpParser::Kind::kRequest, limits);
+  p2.feed(raw.data(), raw.size());
+  head = p2.head();
+  CredentialRound round2(cold);
+  v = evaluate_request(policy, round2, conn, head);
+  EXPECT_TRUE(round2.missing());
+  EXPECT_EQ(v.status, 403);
+  EXPECT_EQ(cold.blocking(), 0) << "an evaluation made a blocking lookup";
+}
+
+// A revocation between two requests is seen by the next one: fetched answers live only as long
+// as one request's round.
+TEST_F(CredentialRoundTest, RevocationBetweenRequestsIsSeen) {
+  ColdCache cold(creds);
+  int rounds = 0;
+  std::string raw =
+      "GET /repos/x HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer " + good + "\r\n\r\n";
+  EXPECT_EQ(run_rounds(raw, cold, &rounds).status, 0);
+  creds.revoke(good);
+  cold.cool();  // the vault drops its caches on any commit
+  Verdict v = run_rounds(raw, cold, &rounds);
+  EXPECT_EQ(v.status, 403);
+  EXPECT_EQ(v.reason, "token_inactive");
 }
 
 TEST(ErrorResponse, IsSmallJson) {

@@ -134,8 +134,20 @@ awaitable<void> write_client(ClientSide& c, std::string_view data, error_code& e
   co_await c.stream->write_all(asio::buffer(data), ec);
 }
 
+// 64 random bits. Ids reach the sandboxes (403 bodies), so they are not counters: a counter
+// would tell one sandbox how many requests the others made. OpenSSL's cost per call (fork
+// check, DRBG lock) dwarfs 8 bytes, so each io thread draws its ids 4 KiB at a time.
 std::string new_request_id() {
-  return hex_encode(random_bytes(8));
+  constexpr size_t kIdBytes = 8, kPoolBytes = 4096;
+  thread_local std::string pool;
+  thread_local size_t used = kPoolBytes;
+  if (used == kPoolBytes) {
+    pool = random_bytes(kPoolBytes);
+    used = 0;
+  }
+  std::string id = hex_encode(std::string_view(pool).substr(used, kIdBytes));
+  used += kIdBytes;
+  return id;
 }
 
 // True if a TLS stream holds bytes already read from the socket (read-ahead) and not yet
@@ -278,6 +290,58 @@ void return_to_pool(Gateway::Impl& impl, Worker& worker, std::unique_ptr<Upstrea
 
 }  // namespace
 
+// ---- vault lookups, never blocking an io thread ---------------------------------------------
+//
+// The vault answers from memory when it can (try_*, ports.h); a lookup that would read its
+// database runs on the blocking pool while this io thread serves other connections, and the
+// coroutine resumes here with the answer.
+
+namespace {
+
+// evaluate_request with the vault's answers: the pure pipeline runs with what the vault holds
+// in memory; if it asked anything more, that is fetched on the pool and the pipeline runs again
+// with the answers (CredentialRound, request_pipeline.h). Only the last verdict counts.
+awaitable<Verdict> evaluate_off_io(Gateway::Impl& impl, const PolicyView& policy,
+                                   const ConnectionFacts& facts, const MessageHead& head) {
+  CredentialRound round(*impl.ports.credentials);
+  for (int i = 1;; ++i) {
+    Verdict v = evaluate_request(policy, round, facts, head, impl.options.limits);
+    if (!round.missing()) co_return v;
+    if (i == CredentialRound::kMaxCredentialRounds) {
+      // Not reached with a well-behaved source; fail closed rather than loop.
+      v.status = 503;
+      v.error = "credential_error";
+      v.reason = "credential_lookup_incomplete";
+      co_return v;
+    }
+    auto job = [&round] {
+      round.fetch_missing();
+      return true;
+    };
+    co_await impl.blocking->run(std::move(job));
+    round.next_evaluation();
+  }
+}
+
+awaitable<std::optional<SandboxInfo>> sandbox_by_address(Gateway::Impl& impl,
+                                                         const std::string& ip) {
+  auto quick = impl.ports.sandboxes->try_by_address(ip);
+  if (quick.ready()) co_return std::move(*quick);
+  auto job = [&impl, &ip] { return impl.ports.sandboxes->by_address(ip); };
+  co_return co_await impl.blocking->run(std::move(job));
+}
+
+awaitable<std::optional<SandboxInfo>> sandbox_by_proxy_credentials(Gateway::Impl& impl,
+                                                                   std::string_view id,
+                                                                   std::string_view secret) {
+  auto quick = impl.ports.sandboxes->try_by_proxy_credentials(id, secret);
+  if (quick.ready()) co_return std::move(*quick);
+  auto job = [&impl, id, secret] { return impl.ports.sandboxes->by_proxy_credentials(id, secret); };
+  co_return co_await impl.blocking->run(std::move(job));
+}
+
+}  // namespace
+
 // ---- the HTTP/1.1 exchange loop -------------------------------------------------------------
 
 namespace {
@@ -374,7 +438,7 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
     co_await answer_error(x, req, rec, 503, "not_ready", "", "policy_not_loaded", t0);
     co_return ExchangeEnd::kClose;
   }
-  Verdict v = evaluate_request(*policy, *impl.ports.credentials, x.facts, req.head(), limits);
+  Verdict v = co_await evaluate_off_io(impl, *policy, x.facts, req.head());
   rec.host = v.host;
   rec.path = v.canonical_path;
   rec.destination = v.decision.destination;
@@ -574,7 +638,9 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
     co_return ExchangeEnd::kClose;
   }
   rec.reason = rec.reason.empty() ? "allowed" : rec.reason;
-  impl.audit(rec);
+  // The answer is delivered already. If its line cannot be written, the connection ends here:
+  // nothing more passes on it unrecorded (new requests meet the audit check and are refused).
+  if (!impl.audit(rec) && impl.options.deny_on_audit_failure) close_client = true;
   count_decision(impl, rec);
   // Reuse the upstream only if it is at a clean message boundary with nothing extra buffered.
   // (TLS read-ahead may hold bytes past the message: such a connection is not reused either.)
@@ -864,9 +930,9 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
       if (decoded) {
         size_t colon = decoded->find(':');
         if (colon != std::string::npos) {
-          sandbox =
-              ports.sandboxes->by_proxy_credentials(std::string_view(*decoded).substr(0, colon),
-                                                    std::string_view(*decoded).substr(colon + 1));
+          std::string_view pair = *decoded;
+          sandbox = co_await sandbox_by_proxy_credentials(*this, pair.substr(0, colon),
+                                                          pair.substr(colon + 1));
         }
       }
     }
@@ -1001,7 +1067,8 @@ awaitable<void> Gateway::Impl::transparent_session(tcp::socket sock) {
     }
   } stop_guard{*c.deadline, sp};
 
-  auto sandbox = ports.sandboxes->by_address(address_text(remote.address()));
+  std::string source_ip = address_text(remote.address());
+  auto sandbox = co_await sandbox_by_address(*this, source_ip);
   if (!sandbox) {
     audit_refused_connection(*this, c, "", "", "", "unknown_source");
     co_return;

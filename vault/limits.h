@@ -22,6 +22,9 @@ inline constexpr std::chrono::seconds kMaxTokenTtl{366L * 24 * 3600};
 inline constexpr std::chrono::milliseconds kBusyTimeout{5000};
 // Proxy-token cache entries kept in memory; the whole cache is dropped when it is full.
 inline constexpr size_t kMaxCachedTokens = 100000;
+// Sandbox registrations (and unknown addresses or ids) kept in memory, per index; the index is
+// dropped when it is full, so that a flood of strangers cannot grow it.
+inline constexpr size_t kMaxCachedSandboxes = 10000;
 // Default interval at which last-used times of tokens are written back (batched, off the
 // lookup path).
 inline constexpr std::chrono::milliseconds kDefaultLastUsedFlushInterval{5000};

@@ -185,38 +185,103 @@ Status Vault::unregister_sandbox(std::string_view id) {
   return {};
 }
 
+namespace {
+
+using SandboxCache = decltype(Vault::Impl::sandbox_by_id_cache);
+using SandboxEntry = std::shared_ptr<const detail::CachedSandbox>;
+
+// The cached entry for `key`, when the caches may be used without touching SQLite.
+SandboxEntry cached_sandbox(Vault::Impl& impl, SandboxCache& cache, std::string_view key) {
+  std::lock_guard lock(impl.cache_mu);
+  if (!impl.caches_fresh_locked(std::chrono::steady_clock::now())) return nullptr;
+  auto it = cache.find(key);
+  return it == cache.end() ? nullptr : it->second;
+}
+
+// The entry for `key` from the cache or, on a miss, from `st` (one bound parameter, columns as
+// sandbox_row plus secret_hash), cached. Reads SQLite: may block.
+Result<SandboxEntry> load_sandbox(Vault::Impl& impl, SandboxCache& cache, Stmt& st,
+                                  std::string_view key, const char* context) {
+  if (auto hit = cached_sandbox(impl, cache, key)) return hit;
+  std::lock_guard hot(impl.hot_mu);
+  if (auto s = impl.revalidate_locked(); !s) return fail(s.error());
+  {
+    // Another thread may have read it while this one waited for hot_mu.
+    std::lock_guard lock(impl.cache_mu);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  impl.before_store_read();
+  st.bind(1, key);
+  auto row = st.step();
+  if (!row) {
+    st.reset();
+    return detail::store_error(context, row.error());
+  }
+  auto fresh = std::make_shared<detail::CachedSandbox>();
+  if (*row) {
+    fresh->found = true;
+    fresh->info = sandbox_row(st);
+    fresh->secret_hash = st.blob(4);
+  }
+  st.reset();
+  std::lock_guard lock(impl.cache_mu);
+  if (cache.size() >= kMaxCachedSandboxes) cache.clear();
+  cache.emplace(std::string(key), fresh);
+  return SandboxEntry(std::move(fresh));
+}
+
+std::optional<SandboxInfo> by_address_answer(const detail::CachedSandbox& e) {
+  if (!e.found) return std::nullopt;
+  return e.info;
+}
+
+Result<SandboxInfo> verify_answer(const detail::CachedSandbox& e, const std::string& hash) {
+  // Unknown id and wrong secret get the same answer; the comparison runs in both cases.
+  bool match = constant_time_equal(hash, e.secret_hash);
+  if (!e.found || !match)
+    return fail("invalid sandbox id or proxy secret", code(ErrorCode::kRefused));
+  return e.info;
+}
+
+}  // namespace
+
+std::optional<Result<std::optional<SandboxInfo>>> Vault::try_sandbox_by_address(
+    std::string_view ip) {
+  auto addr = canonical_ip(ip);
+  if (!addr) return Result<std::optional<SandboxInfo>>(fail(addr.error()));
+  auto entry = cached_sandbox(*impl_, impl_->sandbox_by_address_cache, *addr);
+  if (!entry) return std::nullopt;
+  return Result<std::optional<SandboxInfo>>(by_address_answer(*entry));
+}
+
 Result<std::optional<SandboxInfo>> Vault::sandbox_by_address(std::string_view ip) {
   auto addr = canonical_ip(ip);
   if (!addr) return fail(addr.error());
-  std::lock_guard lock(impl_->hot_mu);
-  Stmt& st = impl_->sandbox_by_address_stmt;
-  st.bind(1, *addr);
-  auto row = st.step();
-  if (!row) return detail::store_error("looking up a sandbox by address", row.error());
-  std::optional<SandboxInfo> out;
-  if (*row) out = sandbox_row(st);
-  st.reset();
-  return out;
+  auto entry = load_sandbox(*impl_, impl_->sandbox_by_address_cache, impl_->sandbox_by_address_stmt,
+                            *addr, "looking up a sandbox by address");
+  if (!entry) return fail(entry.error());
+  return by_address_answer(**entry);
+}
+
+std::optional<Result<SandboxInfo>> Vault::try_verify_sandbox(std::string_view id,
+                                                             std::string_view proxy_secret) {
+  const std::string hash = detail::fast_sha256(proxy_secret);
+  if (!validate_sandbox_id(id))
+    return Result<SandboxInfo>(
+        fail("invalid sandbox id or proxy secret", code(ErrorCode::kRefused)));
+  auto entry = cached_sandbox(*impl_, impl_->sandbox_by_id_cache, id);
+  if (!entry) return std::nullopt;
+  return verify_answer(*entry, hash);
 }
 
 Result<SandboxInfo> Vault::verify_sandbox(std::string_view id, std::string_view proxy_secret) {
   const std::string hash = detail::fast_sha256(proxy_secret);
   if (!validate_sandbox_id(id))
     return fail("invalid sandbox id or proxy secret", code(ErrorCode::kRefused));
-  std::lock_guard lock(impl_->hot_mu);
-  Stmt& st = impl_->sandbox_by_id_stmt;
-  st.bind(1, id);
-  auto row = st.step();
-  if (!row) return detail::store_error("verifying a sandbox", row.error());
-  if (!*row) {
-    st.reset();
-    return fail("invalid sandbox id or proxy secret", code(ErrorCode::kRefused));
-  }
-  bool match = constant_time_equal(hash, st.blob(4));
-  SandboxInfo info = sandbox_row(st);
-  st.reset();
-  if (!match) return fail("invalid sandbox id or proxy secret", code(ErrorCode::kRefused));
-  return info;
+  auto entry = load_sandbox(*impl_, impl_->sandbox_by_id_cache, impl_->sandbox_by_id_stmt, id,
+                            "verifying a sandbox");
+  if (!entry) return fail(entry.error());
+  return verify_answer(**entry, hash);
 }
 
 }  // namespace cordon::vault

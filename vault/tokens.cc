@@ -6,7 +6,8 @@
 //
 // The lookup path keeps verified rows in a cache that it revalidates on every call through
 // PRAGMA data_version (see detail/impl.h): a revocation committed by any process is seen by the
-// next lookup, at the cost of one in-memory wal-index check.
+// next lookup, at the cost of one in-memory wal-index check. try_lookup_token answers from that
+// cache only and says "would block" where lookup_token would read the database.
 #include "common/crypto.h"
 #include "common/encoding.h"
 #include "vault/detail/impl.h"
@@ -116,21 +117,76 @@ Status Vault::revoke_token(std::string_view id) {
   return {};
 }
 
+namespace {
+
+// A presented token, parsed and hashed (outside any lock: hashing is the most expensive step
+// and needs no shared state).
+struct Presented {
+  std::string_view id;
+  std::string hash;
+  SystemTime now;
+};
+
+// The cached row for `p`, when the caches may be used without touching SQLite; else nullptr.
+std::shared_ptr<const detail::CachedToken> cached_token(Vault::Impl& impl, const Presented& p) {
+  std::lock_guard lock(impl.cache_mu);
+  if (!impl.caches_fresh_locked(std::chrono::steady_clock::now())) return nullptr;
+  auto it = impl.token_cache.find(p.id);
+  return it == impl.token_cache.end() ? nullptr : it->second;
+}
+
+// The answer for a known row, the same whichever path found it.
+TokenLookup judge(Vault::Impl& impl, const detail::CachedToken& entry, const Presented& p,
+                  std::string_view sandbox_id) {
+  // A wrong secret part is reported exactly like an unknown id: no oracle for valid ids.
+  if (!constant_time_equal(p.hash, entry.secret_hash))
+    return TokenLookup::refused(TokenRefusal::kUnknown);
+  if (entry.revoked) return TokenLookup::refused(TokenRefusal::kRevoked);
+  const TokenGrant& g = *entry.grant;
+  if (g.expires && p.now >= *g.expires) return TokenLookup::refused(TokenRefusal::kExpired);
+  if (g.sandbox && *g.sandbox != sandbox_id)
+    return TokenLookup::refused(TokenRefusal::kWrongSandbox);
+
+  // Record the use; written later by the flusher thread, never on this path.
+  impl.start_flusher();
+  {
+    std::lock_guard lock(impl.usage_mu);
+    int64_t& slot = impl.pending_last_used[g.token_id];
+    slot = std::max(slot, detail::to_micros(p.now));
+  }
+  return TokenLookup::granted(entry.grant);
+}
+
+}  // namespace
+
+std::optional<TokenLookup> Vault::try_lookup_token(std::string_view token,
+                                                   std::string_view sandbox_id) {
+  auto parsed = detail::parse_credential(token, "cdn");
+  if (!parsed) return TokenLookup::refused(TokenRefusal::kMalformed);
+  Presented p{parsed->id, detail::fast_sha256(parsed->secret), impl_->now()};
+  auto entry = cached_token(*impl_, p);
+  if (!entry) return std::nullopt;
+  return judge(*impl_, *entry, p, sandbox_id);
+}
+
 TokenLookup Vault::lookup_token(std::string_view token, std::string_view sandbox_id) {
   auto parsed = detail::parse_credential(token, "cdn");
   if (!parsed) return TokenLookup::refused(TokenRefusal::kMalformed);
-  // Hash outside the lock: it is the most expensive step and needs no shared state.
-  const std::string hash = detail::fast_sha256(parsed->secret);
-  const SystemTime now = impl_->now();
-  std::shared_ptr<const detail::CachedToken> entry;
-  {
-    std::lock_guard lock(impl_->hot_mu);
+  Presented p{parsed->id, detail::fast_sha256(parsed->secret), impl_->now()};
+  std::shared_ptr<const detail::CachedToken> entry = cached_token(*impl_, p);
+  if (!entry) {
+    std::lock_guard hot(impl_->hot_mu);
     if (!impl_->revalidate_locked()) return TokenLookup::refused(TokenRefusal::kStoreError);
-    if (auto it = impl_->token_cache.find(parsed->id); it != impl_->token_cache.end()) {
-      entry = it->second;
-    } else {
+    {
+      // Another thread may have read it while this one waited for hot_mu.
+      std::lock_guard lock(impl_->cache_mu);
+      if (auto it = impl_->token_cache.find(p.id); it != impl_->token_cache.end())
+        entry = it->second;
+    }
+    if (!entry) {
+      impl_->before_store_read();
       Stmt& st = impl_->token_stmt;
-      st.bind(1, parsed->id);
+      st.bind(1, p.id);
       auto row = st.step();
       if (!row) return TokenLookup::refused(TokenRefusal::kStoreError);
       if (!*row) {
@@ -140,7 +196,7 @@ TokenLookup Vault::lookup_token(std::string_view token, std::string_view sandbox
       auto fresh = std::make_shared<detail::CachedToken>();
       fresh->secret_hash = st.blob(0);
       fresh->revoked = !st.is_null(4);
-      std::string id(parsed->id);
+      std::string id(p.id);
       auto grant = std::make_shared<TokenGrant>();
       grant->token_id = id;
       grant->credential = st.text(1);
@@ -148,28 +204,13 @@ TokenLookup Vault::lookup_token(std::string_view token, std::string_view sandbox
       grant->expires = detail::from_micros(st.opt_integer(3));
       fresh->grant = std::move(grant);
       st.reset();
-      if (impl_->token_cache.size() >= kMaxCachedTokens) impl_->token_cache.clear();
       entry = fresh;
+      std::lock_guard lock(impl_->cache_mu);
+      if (impl_->token_cache.size() >= kMaxCachedTokens) impl_->token_cache.clear();
       impl_->token_cache.emplace(std::move(id), std::move(fresh));
     }
   }
-  // A wrong secret part is reported exactly like an unknown id: no oracle for valid ids.
-  if (!constant_time_equal(hash, entry->secret_hash))
-    return TokenLookup::refused(TokenRefusal::kUnknown);
-  if (entry->revoked) return TokenLookup::refused(TokenRefusal::kRevoked);
-  const TokenGrant& g = *entry->grant;
-  if (g.expires && now >= *g.expires) return TokenLookup::refused(TokenRefusal::kExpired);
-  if (g.sandbox && *g.sandbox != sandbox_id)
-    return TokenLookup::refused(TokenRefusal::kWrongSandbox);
-
-  // Record the use; written later by the flusher thread, never on this path.
-  impl_->start_flusher();
-  {
-    std::lock_guard lock(impl_->usage_mu);
-    int64_t& slot = impl_->pending_last_used[g.token_id];
-    slot = std::max(slot, detail::to_micros(now));
-  }
-  return TokenLookup::granted(entry->grant);
+  return judge(*impl_, *entry, p, sandbox_id);
 }
 
 Status Vault::flush_last_used() {

@@ -501,17 +501,24 @@ void WalIndexWatch::read(unsigned char out[kWalIndexHeaderBytes]) const {
 
 }  // namespace detail
 
+bool Vault::Impl::caches_fresh_locked(std::chrono::steady_clock::time_point now) const {
+  if (!wal_watch.attached() || now - last_full_check >= detail::kMaxUncheckedInterval) return false;
+  unsigned char header[detail::kWalIndexHeaderBytes];
+  wal_watch.read(header);
+  return std::memcmp(header, wal_seen, sizeof header) == 0;
+}
+
 Status Vault::Impl::revalidate_locked() {
   const auto now = std::chrono::steady_clock::now();
-  unsigned char header[detail::kWalIndexHeaderBytes];
-  if (wal_watch.attached()) {
-    wal_watch.read(header);
-    if (now - last_full_check < detail::kMaxUncheckedInterval &&
-        std::memcmp(header, wal_seen, sizeof header) == 0)
-      return {};
+  {
+    std::lock_guard lock(cache_mu);
+    if (caches_fresh_locked(now)) return {};
   }
-  // The header snapshot was taken before the authoritative check: a commit racing with it
+  // The header snapshot is taken before the authoritative check: a commit racing with it
   // changes the header again and is caught by the next lookup.
+  unsigned char header[detail::kWalIndexHeaderBytes] = {};
+  if (wal_watch.attached()) wal_watch.read(header);
+  before_store_read();
   auto row = data_version_stmt.step();
   if (!row) return detail::store_error("checking for changes", row.error());
   if (!*row) {
@@ -520,11 +527,14 @@ Status Vault::Impl::revalidate_locked() {
   }
   int64_t v = data_version_stmt.integer(0);
   data_version_stmt.reset();
+  std::lock_guard lock(cache_mu);
   if (wal_watch.attached()) std::memcpy(wal_seen, header, sizeof header);
   last_full_check = now;
   if (v != data_version) {
     token_cache.clear();
     secret_cache.clear();
+    sandbox_by_address_cache.clear();
+    sandbox_by_id_cache.clear();
     data_version = v;
   }
   return {};
@@ -606,11 +616,26 @@ Status Vault::remove_secret(std::string_view name) {
   return {};
 }
 
+std::optional<Result<std::shared_ptr<const SecretValue>>> Vault::try_secret(std::string_view name) {
+  std::lock_guard lock(impl_->cache_mu);
+  if (!impl_->caches_fresh_locked(std::chrono::steady_clock::now())) return std::nullopt;
+  auto it = impl_->secret_cache.find(name);
+  if (it == impl_->secret_cache.end()) return std::nullopt;
+  return Result<std::shared_ptr<const SecretValue>>(it->second);
+}
+
 Result<std::shared_ptr<const SecretValue>> Vault::secret(std::string_view name) {
-  std::lock_guard lock(impl_->hot_mu);
+  if (auto hit = try_secret(name)) return std::move(*hit);
+  std::lock_guard hot(impl_->hot_mu);
   if (auto s = impl_->revalidate_locked(); !s) return fail(s.error());
+  {
+    // Another thread may have read it while this one waited for hot_mu.
+    std::lock_guard lock(impl_->cache_mu);
+    if (auto it = impl_->secret_cache.find(name); it != impl_->secret_cache.end())
+      return it->second;
+  }
   std::string key(name);
-  if (auto it = impl_->secret_cache.find(key); it != impl_->secret_cache.end()) return it->second;
+  impl_->before_store_read();
   Stmt& st = impl_->secret_stmt;
   st.bind(1, name);
   auto row = st.step();
@@ -625,6 +650,7 @@ Result<std::shared_ptr<const SecretValue>> Vault::secret(std::string_view name) 
   auto value = impl_->keys.open(name, version, nonce, ciphertext);
   if (!value) return fail(value.error());
   auto shared = std::make_shared<const SecretValue>(std::move(*value));
+  std::lock_guard lock(impl_->cache_mu);
   impl_->secret_cache.emplace(std::move(key), shared);
   return shared;
 }

@@ -16,6 +16,11 @@
 // their own connection and an in-memory cache that is revalidated on every lookup through
 // SQLite's PRAGMA data_version, so a change committed by any process (e.g. `cordon token
 // revoke`) is seen by the next lookup.
+//
+// Blocking: a lookup answered from memory costs a mutex and a 96-byte read of shared memory. A
+// cache miss, or the periodic authoritative change check, reads SQLite (tens of µs, unbounded
+// on a slow disk). Callers that must not block (the gateway's io threads) use the try_* twins,
+// which answer from memory or say "would block", and run the blocking twin elsewhere.
 #pragma once
 
 #include <chrono>
@@ -188,6 +193,10 @@ class Vault {
     std::chrono::milliseconds last_used_flush_interval = kDefaultLastUsedFlushInterval;
     // Source of "now" (tests move time forward to expire tokens).
     std::function<SystemTime()> clock;
+    // Tests: called on the reading thread before every database read of the lookup path (the
+    // authoritative change check, cache misses), so that a test can slow the store down or see
+    // which thread reads it. Never called by the try_* lookups.
+    std::function<void()> on_store_read;
   };
 
   // Creates the state directory (0700), the master key (0600, 32 random bytes) and an empty
@@ -242,6 +251,19 @@ class Vault {
   Result<std::optional<SandboxInfo>> sandbox_by_address(std::string_view ip);
   // Explicit proxy: Proxy-Authorization Basic id:secret. kRefused on a wrong id or secret.
   Result<SandboxInfo> verify_sandbox(std::string_view id, std::string_view proxy_secret);
+
+  // --- non-blocking twins of the lookups -----------------------------------------------------
+  // Each gives exactly its blocking twin's answer when that answer is in memory (a cached entry,
+  // and no authoritative change check due), and nullopt ("would block") when the blocking twin
+  // would have to read the database; answers that need no database (a malformed token, an
+  // invalid address) are given at once. They never wait on SQLite or on a lock held across a
+  // database read, only on a lock held for memory operations. The blocking twin warms the
+  // cache, so a try_* after it answers (until the next change or check is due).
+  std::optional<Result<std::shared_ptr<const SecretValue>>> try_secret(std::string_view name);
+  std::optional<TokenLookup> try_lookup_token(std::string_view token, std::string_view sandbox_id);
+  std::optional<Result<std::optional<SandboxInfo>>> try_sandbox_by_address(std::string_view ip);
+  std::optional<Result<SandboxInfo>> try_verify_sandbox(std::string_view id,
+                                                        std::string_view proxy_secret);
 
   struct Impl;
 

@@ -109,61 +109,99 @@ class WriterSink final : public AuditSink {
   std::shared_ptr<audit::Writer> w_;
 };
 
+// The vault's answers in the ports' terms. Each lookup has a blocking form and a try_ form
+// (vault.h): the try_ one answers from the vault's memory or says "would block", so that the
+// gateway's io threads never wait on SQLite.
+
+std::optional<SandboxInfo> sandbox_of(const Result<vault::SandboxInfo>& s) {
+  if (!s) return std::nullopt;
+  return SandboxInfo{s->id, s->profile};
+}
+
+std::optional<SandboxInfo> sandbox_of(const Result<std::optional<vault::SandboxInfo>>& s) {
+  if (!s || !*s) return std::nullopt;  // unknown address, or the store failed: refused
+  return SandboxInfo{(*s)->id, (*s)->profile};
+}
+
 class VaultSandboxes final : public SandboxDirectory {
  public:
   explicit VaultSandboxes(std::shared_ptr<vault::Vault> v) : v_(std::move(v)) {}
   std::optional<SandboxInfo> by_proxy_credentials(std::string_view id,
                                                   std::string_view secret) const override {
-    auto s = v_->verify_sandbox(id, secret);
-    if (!s) return std::nullopt;
-    return SandboxInfo{s->id, s->profile};
+    return sandbox_of(v_->verify_sandbox(id, secret));
   }
   std::optional<SandboxInfo> by_address(std::string_view ip) const override {
-    auto s = v_->sandbox_by_address(ip);
-    if (!s || !*s) return std::nullopt;
-    return SandboxInfo{(*s)->id, (*s)->profile};
+    return sandbox_of(v_->sandbox_by_address(ip));
+  }
+  NonBlocking<std::optional<SandboxInfo>> try_by_proxy_credentials(
+      std::string_view id, std::string_view secret) const override {
+    auto s = v_->try_verify_sandbox(id, secret);
+    if (!s) return NonBlocking<std::optional<SandboxInfo>>::would_block();
+    return sandbox_of(*s);
+  }
+  NonBlocking<std::optional<SandboxInfo>> try_by_address(std::string_view ip) const override {
+    auto s = v_->try_sandbox_by_address(ip);
+    if (!s) return NonBlocking<std::optional<SandboxInfo>>::would_block();
+    return sandbox_of(*s);
   }
 
  private:
   std::shared_ptr<vault::Vault> v_;
 };
 
+Result<std::string> secret_of(const Result<std::shared_ptr<const vault::SecretValue>>& s) {
+  if (!s) return fail(s.error());
+  return std::string((*s)->view());
+}
+
+std::optional<TokenInfo> token_info_of(const vault::TokenLookup& l) {
+  if (l.ok()) {
+    TokenInfo t;
+    t.id = l.grant().token_id;
+    t.credential = l.grant().credential;
+    t.sandbox_ok = true;
+    t.active = true;
+    return t;
+  }
+  switch (l.refusal()) {
+    case vault::TokenRefusal::kRevoked:
+    case vault::TokenRefusal::kExpired: {
+      TokenInfo t;
+      t.sandbox_ok = true;
+      t.active = false;
+      return t;
+    }
+    case vault::TokenRefusal::kWrongSandbox: {
+      TokenInfo t;
+      t.sandbox_ok = false;
+      t.active = true;
+      return t;
+    }
+    default:
+      return std::nullopt;  // malformed, unknown, store error: refused as misuse
+  }
+}
+
 class VaultCredentials final : public CredentialSource {
  public:
   explicit VaultCredentials(std::shared_ptr<vault::Vault> v) : v_(std::move(v)) {}
   Result<std::string> secret_value(std::string_view name) const override {
-    auto s = v_->secret(name);
-    if (!s) return fail(s.error());
-    return std::string((*s)->view());
+    return secret_of(v_->secret(name));
   }
   std::optional<TokenInfo> lookup_token(std::string_view token,
                                         std::string_view sandbox_id) const override {
-    vault::TokenLookup l = v_->lookup_token(token, sandbox_id);
-    if (l.ok()) {
-      TokenInfo t;
-      t.id = l.grant().token_id;
-      t.credential = l.grant().credential;
-      t.sandbox_ok = true;
-      t.active = true;
-      return t;
-    }
-    switch (l.refusal()) {
-      case vault::TokenRefusal::kRevoked:
-      case vault::TokenRefusal::kExpired: {
-        TokenInfo t;
-        t.sandbox_ok = true;
-        t.active = false;
-        return t;
-      }
-      case vault::TokenRefusal::kWrongSandbox: {
-        TokenInfo t;
-        t.sandbox_ok = false;
-        t.active = true;
-        return t;
-      }
-      default:
-        return std::nullopt;  // malformed, unknown, store error: refused as misuse
-    }
+    return token_info_of(v_->lookup_token(token, sandbox_id));
+  }
+  NonBlocking<Result<std::string>> try_secret_value(std::string_view name) const override {
+    auto s = v_->try_secret(name);
+    if (!s) return NonBlocking<Result<std::string>>::would_block();
+    return secret_of(*s);
+  }
+  NonBlocking<std::optional<TokenInfo>> try_lookup_token(
+      std::string_view token, std::string_view sandbox_id) const override {
+    auto l = v_->try_lookup_token(token, sandbox_id);
+    if (!l) return NonBlocking<std::optional<TokenInfo>>::would_block();
+    return token_info_of(*l);
   }
 
  private:
@@ -174,6 +212,7 @@ class VaultCredentials final : public CredentialSource {
 
 audit::Event to_audit_event(const AuditRecord& r) {
   audit::Event e;
+  e.fields.reserve(16);  // the most added below: one allocation, no regrowth
   e.event = r.kind == "connection" ? "connection_refused" : r.kind;
   e.sandbox = r.sandbox;
   e.decision = r.decision;  // "allow" | "deny" | "error"
@@ -201,6 +240,7 @@ audit::Event to_audit_event(const AuditRecord& r) {
   e.add("duration_us", static_cast<int64_t>(r.duration_us));
   add_s("credential", r.credential);
   add_s("token_id", r.token_id);
+  for (const auto& [reason, n] : r.counts) e.add("count." + reason, static_cast<int64_t>(n));
   return e;
 }
 

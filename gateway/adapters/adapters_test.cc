@@ -174,6 +174,15 @@ TEST(AuditAdapter, RecordBecomesEventWithoutValues) {
   EXPECT_TRUE(has_token);
   r.kind = "connection";
   EXPECT_EQ(to_audit_event(r).event, "connection_refused");
+  // A summary line's counts become integer fields.
+  r.counts = {{"dns_unlisted", 380}, {"dns_rate_limited", 9600}};
+  int64_t unlisted = -1, limited = -1;
+  for (auto& [k, v] : to_audit_event(r).fields) {
+    if (k == "count.dns_unlisted") unlisted = std::get<int64_t>(v);
+    if (k == "count.dns_rate_limited") limited = std::get<int64_t>(v);
+  }
+  EXPECT_EQ(unlisted, 380);
+  EXPECT_EQ(limited, 9600);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "gateway/detail/blocking_pool.h"
 #include "gateway/gateway.h"
 #include "gateway/request_pipeline.h"
 
@@ -165,6 +166,9 @@ namespace cordon::gateway {
 struct Gateway::Impl {
   GatewayOptions options;
   GatewayPorts ports;
+  // Where vault lookups that would block (cache miss, due change check) run, never on an io
+  // thread. Joined by stop() after the io threads.
+  std::unique_ptr<detail::BlockingPool> blocking;
   detail::Metrics metrics;
 
   mutable std::mutex policy_mu;
@@ -212,7 +216,9 @@ struct Gateway::Impl {
   ~Impl();
   detail::Worker& pick_worker() { return *workers[next_worker++ % workers.size()]; }
   Result<LeafCert> leaf_for(const std::string& sni);
-  void audit(AuditRecord& rec);
+  // False if the line may be lost: counted, and every later request is refused until an
+  // append succeeds again (deny_on_audit_failure).
+  bool audit(AuditRecord& rec);
   // False once an append failed (until one succeeds) or while the sink says it cannot write:
   // asked before forwarding, so the request that meets the failure is itself denied.
   bool audit_ready() const { return !audit_failed.load() && ports.audit->health(); }

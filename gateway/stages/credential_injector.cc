@@ -386,59 +386,66 @@ InjectionReport inject_credentials(HeaderList& headers, std::string_view target,
   return report;
 }
 
+namespace {
+
+// Base64 words at least as long as the encoding of a secret alone are worth decoding for it.
+size_t min_word_for(const std::string& secret) {
+  return std::max<size_t>(4, secret.size() * 4 / 3);
+}
+
+}  // namespace
+
+ResponseScrubber::ResponseScrubber(const std::vector<std::string>& secrets) : secrets_(secrets) {
+  // The layers of a header are decoded once, for the shortest such word over all secrets (not
+  // once per secret: this runs on every response), and each secret then looks only at the
+  // layers its own bound admits, so the result is as if decoded per secret.
+  for (const auto& secret : secrets_)
+    if (!secret.empty()) min_word_ = std::min(min_word_, min_word_for(secret));
+}
+
+const char* ResponseScrubber::leak_form(const Header& h) {
+  if (!active()) return nullptr;
+  const std::string_view texts[2] = {h.name, h.value};
+  for (int t = 0; t < 2; ++t) {
+    size_t n = 0;
+    for_each_layer(texts[t], min_word_, [&](std::string_view layer, const char* how, size_t w) {
+      if (n == layers_[t].size()) layers_[t].emplace_back();
+      Layer& l = layers_[t][n++];
+      l.how = how;
+      l.word_chars = w;
+      if (w == 0 && std::string_view(how) == "raw") {
+        l.view = layer;  // the header's own text: no copy
+      } else {
+        l.bytes.assign(layer);  // reuses the capacity of an earlier header's layer
+        l.view = {};
+      }
+    });
+    used_[t] = n;
+  }
+  for (const auto& secret : secrets_) {
+    if (secret.empty()) continue;
+    size_t own_min = min_word_for(secret);
+    for (int t = 0; t < 2; ++t) {
+      for (size_t i = 0; i < used_[t]; ++i) {
+        const Layer& l = layers_[t][i];
+        if (l.word_chars != 0 && l.word_chars < own_min) continue;
+        std::string_view view = l.view.data() != nullptr ? l.view : std::string_view(l.bytes);
+        if (view.find(secret) != std::string_view::npos) return l.how;
+      }
+    }
+  }
+  return nullptr;
+}
+
 std::vector<ScrubbedHeader> scrub_response_headers(HeaderList& headers,
                                                    const std::vector<std::string>& secrets) {
   std::vector<ScrubbedHeader> removed;
-  // Base64 words at least as long as the encoding of a secret alone are worth decoding for
-  // that secret; the layers of a header are decoded once, for the shortest such word over all
-  // secrets (not once per secret: this runs on every response), and each secret then looks
-  // only at the layers its own bound admits, so the result is as if decoded per secret.
-  auto min_word_for = [](const std::string& secret) {
-    return std::max<size_t>(4, secret.size() * 4 / 3);
-  };
-  size_t min_word = std::numeric_limits<size_t>::max();
-  for (const auto& secret : secrets)
-    if (!secret.empty()) min_word = std::min(min_word, min_word_for(secret));
-  if (min_word == std::numeric_limits<size_t>::max()) return removed;
-  struct Layer {
-    std::string_view view;  // into the header itself (raw) or into `bytes`
-    std::string bytes;
-    const char* how;
-    size_t word_chars;
-  };
-  std::vector<Layer> layers[2];  // of the name, of the value (reused across headers)
+  ResponseScrubber scrubber(secrets);
+  if (!scrubber.active()) return removed;
   HeaderList kept;
   kept.reserve(headers.size());
   for (auto& h : headers) {
-    const std::string_view texts[2] = {h.name, h.value};
-    for (int t = 0; t < 2; ++t) {
-      layers[t].clear();
-      for_each_layer(texts[t], min_word, [&](std::string_view layer, const char* how, size_t w) {
-        if (w == 0 && std::string_view(how) == "raw") {
-          layers[t].push_back(Layer{layer, {}, how, w});
-        } else {
-          layers[t].push_back(Layer{{}, std::string(layer), how, w});
-        }
-      });
-    }
-    const char* form = nullptr;
-    for (const auto& secret : secrets) {
-      if (secret.empty()) continue;
-      size_t own_min = min_word_for(secret);
-      for (auto& text_layers : layers) {
-        for (const auto& l : text_layers) {
-          if (l.word_chars != 0 && l.word_chars < own_min) continue;
-          std::string_view view = l.view.data() != nullptr ? l.view : std::string_view(l.bytes);
-          if (view.find(secret) != std::string_view::npos) {
-            form = l.how;
-            break;
-          }
-        }
-        if (form) break;
-      }
-      if (form) break;
-    }
-    if (form) {
+    if (const char* form = scrubber.leak_form(h)) {
       removed.push_back(ScrubbedHeader{h.name, form});
     } else {
       kept.push_back(std::move(h));

@@ -115,4 +115,29 @@ struct ScrubbedHeader {
 std::vector<ScrubbedHeader> scrub_response_headers(HeaderList& headers,
                                                    const std::vector<std::string>& secrets);
 
+// The same test one header at a time, for a caller that renders headers as it goes (no copy of
+// the list). Keeps a reference to `secrets`; reuses its decoding buffers across headers.
+class ResponseScrubber {
+ public:
+  explicit ResponseScrubber(const std::vector<std::string>& secrets);
+  // False when there is no non-empty secret: nothing can leak.
+  bool active() const { return min_word_ != kNoSecret; }
+  // How a secret appears in the header's name or value ("raw" | "percent-encoded" |
+  // "base64"), or nullptr if none does.
+  const char* leak_form(const Header& h);
+
+ private:
+  static constexpr size_t kNoSecret = static_cast<size_t>(-1);
+  struct Layer {
+    std::string_view view;  // into the header itself (raw), else empty and `bytes` holds it
+    std::string bytes;
+    const char* how = "";
+    size_t word_chars = 0;
+  };
+  const std::vector<std::string>& secrets_;
+  size_t min_word_ = kNoSecret;
+  std::vector<Layer> layers_[2];  // of the name, of the value
+  size_t used_[2] = {0, 0};
+};
+
 }  // namespace cordon::gateway

@@ -146,6 +146,10 @@ std::optional<TokenInfo> FakeCredentials::lookup_token(std::string_view token,
 Status MemoryAudit::append(const AuditRecord& record) {
   std::lock_guard lk(mu_);
   if (failing_) return fail("audit: disk full (simulated)");
+  if (fail_next_ > 0) {
+    --fail_next_;
+    return fail("audit: disk full (simulated, one append)");
+  }
   records_.push_back(record);
   return {};
 }

@@ -117,11 +117,18 @@ class MemoryAudit : public AuditSink {
     std::lock_guard lk(mu_);
     failing_ = f;
   }
+  // The next `n` appends fail while health() still says OK: the log breaking between the
+  // check before forwarding and the line written after the answer.
+  void fail_next_appends(int n) {
+    std::lock_guard lk(mu_);
+    fail_next_ = n;
+  }
 
  private:
   mutable std::mutex mu_;
   std::vector<AuditRecord> records_;
   bool failing_ = false;
+  int fail_next_ = 0;
 };
 
 }  // namespace cordon::gateway::testing

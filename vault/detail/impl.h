@@ -8,6 +8,15 @@
 //    this process or any other) committed, and the caches are then dropped. Writes are never
 //    made on `hot`, so that no change can escape its data_version.
 //
+// Two locks on the lookup path, so that a thread which must not block (the gateway's io
+// threads, through the try_* lookups) never waits behind a database read:
+//  - hot_mu serializes every use of `hot` (SQLite: may wait on the disk or another process);
+//  - cache_mu guards the caches and the change-check state below, and is only ever held for
+//    memory operations. Order: hot_mu before cache_mu, never the other way round.
+// A cache entry is only inserted by a thread holding hot_mu, after that thread's own
+// authoritative check: a revalidation (which may drop the caches) can therefore never run
+// between reading a row and caching it.
+//
 // PRAGMA data_version costs a read transaction (several fcntl locks, ~4 µs), too much for
 // every request. So the check has a fast path: the WAL-index header at the start of the
 // database's -shm file (two 48-byte copies, https://sqlite.org/walformat.html), which SQLite
@@ -84,6 +93,14 @@ struct CachedToken {
   std::shared_ptr<const TokenGrant> grant;
 };
 
+// A sandbox registration as the lookup path needs it; `found` = false caches "no such sandbox"
+// (an unregistered source address or id), so that strangers do not each cost a database read.
+struct CachedSandbox {
+  bool found = false;
+  SandboxInfo info;
+  std::string secret_hash;  // SHA-256 of the proxy secret
+};
+
 // "<prefix>_<16 hex id>_<43 base64url>" → id and secret part; nullopt when malformed.
 struct ParsedCredential {
   std::string_view id;
@@ -111,6 +128,7 @@ struct Vault::Impl {
   std::mutex admin_mu;
   detail::Db admin;
 
+  // ---- the `hot` connection: under hot_mu --------------------------------------------------
   std::mutex hot_mu;
   detail::Db hot;
   detail::Stmt data_version_stmt;
@@ -119,14 +137,23 @@ struct Vault::Impl {
   detail::Stmt api_key_stmt;
   detail::Stmt sandbox_by_id_stmt;
   detail::Stmt sandbox_by_address_stmt;
+  detail::WalIndexWatch wal_watch;  // attached once at open, read-only afterwards
+
+  // ---- caches and change-check state: under cache_mu (memory only) ---------------------------
+  std::mutex cache_mu;
   int64_t data_version = -1;
-  detail::WalIndexWatch wal_watch;
   unsigned char wal_seen[detail::kWalIndexHeaderBytes] = {};
   std::chrono::steady_clock::time_point last_full_check;
   std::unordered_map<std::string, std::shared_ptr<const detail::CachedToken>, detail::StringHash,
                      std::equal_to<>>
       token_cache;
-  std::unordered_map<std::string, std::shared_ptr<const SecretValue>> secret_cache;
+  std::unordered_map<std::string, std::shared_ptr<const SecretValue>, detail::StringHash,
+                     std::equal_to<>>
+      secret_cache;
+  // By canonical address and by id.
+  std::unordered_map<std::string, std::shared_ptr<const detail::CachedSandbox>, detail::StringHash,
+                     std::equal_to<>>
+      sandbox_by_address_cache, sandbox_by_id_cache;
 
   // Last-used times waiting to be written (token id → micros), and the thread writing them.
   std::mutex usage_mu;
@@ -139,9 +166,17 @@ struct Vault::Impl {
   SystemTime now() const {
     return options.clock ? options.clock() : std::chrono::system_clock::now();
   }
-  // Under hot_mu: runs PRAGMA data_version and drops the caches if anything changed.
+  // Under cache_mu: true when the caches may be used without an authoritative check (the
+  // WAL-index header is unchanged since the last one, which is younger than
+  // kMaxUncheckedInterval). Costs a 96-byte read of shared memory; never touches SQLite.
+  bool caches_fresh_locked(std::chrono::steady_clock::time_point now) const;
+  // Under hot_mu (not cache_mu): unless the caches are fresh, runs PRAGMA data_version and drops
+  // the caches if anything changed.
   Status revalidate_locked();
   void start_flusher();
+  void before_store_read() const {
+    if (options.on_store_read) options.on_store_read();
+  }
 };
 
 }  // namespace cordon::vault

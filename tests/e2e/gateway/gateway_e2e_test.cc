@@ -562,12 +562,36 @@ TEST_F(GatewayE2E, AuditFailureDeniesTheRequestOnAnOpenConnection) {
   c->send("GET /echo HTTP/1.1\r\nHost: api.test\r\n\r\n");
   std::string r = c->read_until("body-bytes");
   EXPECT_NE(r.find("HTTP/1.1 200"), std::string::npos) << r;
+  // The first request's line is written after its answer: let it land before the log breaks
+  // (a line lost there would end this connection instead, tested below).
+  EXPECT_EQ(last_record().reason, "allowed");
   audit->set_failing(true);
   c->send("GET /echo HTTP/1.1\r\nHost: api.test\r\n\r\n");
   r = c->read_until_close();
   EXPECT_NE(r.find("HTTP/1.1 503"), std::string::npos) << r;
   EXPECT_NE(r.find("audit_unavailable"), std::string::npos);
   EXPECT_EQ(upstream->heads().size(), 1u);
+}
+
+TEST_F(GatewayE2E, AuditFailureAfterTheAnswerClosesTheConnection) {
+  bool ok = false;
+  auto c = tunnel("api.test", "api.test", &ok);
+  ASSERT_TRUE(ok);
+  // The log breaks after the check that lets the request through: the answer is already on its
+  // way, so the client gets it, but the connection then ends instead of carrying more.
+  audit->fail_next_appends(1);
+  c->send("GET /echo HTTP/1.1\r\nHost: api.test\r\n\r\n");
+  std::string r = c->read_until_close();
+  EXPECT_NE(r.find("HTTP/1.1 200"), std::string::npos) << r;
+  EXPECT_TRUE(c->peer_closed()) << "the gateway kept the connection open (read timed out)";
+  EXPECT_EQ(upstream->heads().size(), 1u);
+  // The next request, on a new connection, is refused until a line is written again.
+  auto r2 = curl({api("/echo")});
+  EXPECT_EQ(r2.http_code, 503);
+  EXPECT_NE(r2.body.find("audit_unavailable"), std::string::npos) << r2.body;
+  auto r3 = curl({api("/echo")});
+  EXPECT_EQ(r3.http_code, 200);
+  EXPECT_EQ(upstream->heads().size(), 2u);
 }
 
 // A client WebSocket frame (RFC 6455 §5.2): FIN, opcode, masked payload.
