@@ -36,8 +36,10 @@ awaitable<void> PlainStream::write_all(asio::const_buffer b, error_code& ec) {
 TlsStream::TlsStream(tcp::socket s, ssl::context& ctx) : s_(std::move(s)) {
   ssl_ = SSL_new(ctx.native_handle());
   if (!ssl_) throw std::bad_alloc();  // OpenSSL out of memory: nothing sensible remains
-  SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-                         SSL_MODE_RELEASE_BUFFERS);
+  // Not SSL_MODE_RELEASE_BUFFERS: that frees and reallocates the record buffers around every
+  // record (a 64 KiB body is several). They are freed when the connection goes idle instead
+  // (release_idle_buffers), which keeps an idle connection as small.
+  SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   // Read-ahead: one read() takes whatever the kernel has (several records), not 5 + n bytes
   // per record in two calls.
   SSL_set_read_ahead(ssl_, 1);
@@ -49,6 +51,11 @@ TlsStream::TlsStream(tcp::socket s, ssl::context& ctx) : s_(std::move(s)) {
 
 TlsStream::~TlsStream() {
   SSL_free(ssl_);
+}
+
+void TlsStream::release_idle_buffers() {
+  // Refuses (returns 0) while a buffer holds unread or unsent bytes: nothing is lost.
+  SSL_free_buffers(ssl_);
 }
 
 awaitable<bool> TlsStream::wait_for(int r, error_code& ec) {

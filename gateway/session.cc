@@ -565,7 +565,11 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
       }
     }
     if (head_sent && !resp.body_out().empty()) {
-      out.append(resp.body_out());
+      if (out.empty()) {
+        out.swap(resp.body_out());  // no copy; the parser refills the other buffer
+      } else {
+        out.append(resp.body_out());
+      }
       resp.body_out().clear();
     }
     bool done = resp.message_complete() && head_sent;
@@ -664,6 +668,7 @@ awaitable<void> http_loop(ExchangeContext& x, HttpParser& req, bool first_parsed
         // connection costs its TLS state and little else (10,000 idle ones: see
         // bench/gateway/peers.sh). Waiting before reading also spares a read that would fail.
         IoBuffer().swap(x.client.buf);
+        x.client.stream->release_idle_buffers();
         x.client.pos = x.client.end = 0;
         x.client.deadline->expires_after_ms(limits.idle_timeout_ms);
         error_code wec;

@@ -41,6 +41,9 @@ class ByteStream {
   virtual awaitable<void> write_all(asio::const_buffer b, error_code& ec) = 0;
   virtual tcp::socket& socket() = 0;
   virtual SSL* ssl() { return nullptr; }
+  // Frees the buffers the stream holds when nothing is pending in them (an idle connection);
+  // they come back on the next read or write.
+  virtual void release_idle_buffers() {}
 };
 
 class PlainStream final : public ByteStream {
@@ -56,8 +59,9 @@ class PlainStream final : public ByteStream {
 
 // TLS straight on the non-blocking socket (OpenSSL's socket BIO, read-ahead on), with Asio
 // only for readiness. Unlike asio::ssl::stream there is no BIO pair in between: one copy less
-// each way, no four zero-filled 17 KiB buffers per connection, and SSL_MODE_RELEASE_BUFFERS
-// gives OpenSSL's record buffers back while a connection is idle (10,000 idle connections).
+// each way, no four zero-filled 17 KiB buffers per connection, and OpenSSL's record buffers
+// are given back while a client connection is idle (release_idle_buffers; 10,000 idle
+// connections). Pooled upstream connections keep theirs (the pool is bounded).
 // One read and one write may be in flight at once (tunnels), as with asio::ssl::stream.
 class TlsStream final : public ByteStream {
  public:
@@ -71,6 +75,7 @@ class TlsStream final : public ByteStream {
   awaitable<void> handshake(bool server, error_code& ec);
   tcp::socket& socket() override { return s_; }
   SSL* ssl() override { return ssl_; }
+  void release_idle_buffers() override;
 
  private:
   // After an SSL_* call returned r <= 0: waits for the readiness it asks for. False = give up
