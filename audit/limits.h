@@ -27,6 +27,10 @@ inline constexpr std::chrono::milliseconds kDefaultFsyncInterval{100};
 inline constexpr std::chrono::microseconds kDefaultBatchDelay{1000};
 inline constexpr std::chrono::milliseconds kDefaultRetryInterval{250};  // after a write failure
 inline constexpr std::chrono::milliseconds kDefaultCloseTimeout{5000};
+// Retention default (soft, RetentionOptions): total bytes of the log files kept on disk.
+inline constexpr uint64_t kDefaultRetainBytes = 4ull << 30;
+// Files one retention pass removes at most (hard): their anchors fit one event value.
+inline constexpr size_t kMaxRemovedPerPass = 40;
 
 // Read buffer of the streaming reader.
 inline constexpr size_t kReadChunkBytes = 1 << 20;

@@ -72,6 +72,11 @@ Result<VerifyReport> verify(const std::vector<std::string>& paths, VerifyOptions
   std::string prev_hash;
   std::string prev_where;
   uint64_t expect_seq = 0;  // 0 until the first line
+  // A head after seq 1, decided at the end: an audit_retention event later in the chain may
+  // name it as an anchor.
+  std::optional<std::string> unanchored_head;  // "seq:prev" of the first line
+  std::string head_file;
+  uint64_t head_line = 0;
   for (const std::string& path : *files) {
     auto reader = LineReader::open(path);
     if (!reader) return fail(reader.error());
@@ -100,10 +105,9 @@ Result<VerifyReport> verify(const std::vector<std::string>& paths, VerifyOptions
       std::string_view prev = f.back().raw;
       if (expect_seq == 0) {
         if (seq != 1) {
-          if (!options.allow_partial)
-            return broken("the chain starts at seq " + std::to_string(seq) +
-                          ", not 1: earlier lines or files are missing (a partial check of a "
-                          "tail needs --partial)");
+          unanchored_head = std::to_string(seq) + ":" + std::string(prev);
+          head_file = path;
+          head_line = line_no;
           report.partial = true;
         } else if (prev != kGenesisPrev) {
           return broken("seq 1 does not carry the genesis prev: lines before it were removed");
@@ -122,6 +126,16 @@ Result<VerifyReport> verify(const std::vector<std::string>& paths, VerifyOptions
                         "): that line was altered, or a line was inserted or removed here");
       }
       if (f[2].raw == "audit_recovered") ++report.recoveries;
+      if (unanchored_head && f[2].raw == "audit_retention") {
+        int a = find_field(f, "anchors");
+        if (a >= 0 && f[size_t(a)].kind == ValueKind::kString) {
+          std::string list = "," + unescape(f[size_t(a)]) + ",";
+          if (list.find("," + *unanchored_head + ",") != std::string::npos) {
+            unanchored_head.reset();
+            report.anchored = true;
+          }
+        }
+      }
       prev_hash = line_hash(line);
       prev_where = path + ":" + std::to_string(line_no);
       expect_seq = seq + 1;
@@ -129,6 +143,16 @@ Result<VerifyReport> verify(const std::vector<std::string>& paths, VerifyOptions
       ++report.lines;
     }
     if (!(*reader)->error().empty()) return fail((*reader)->error());
+  }
+  if (unanchored_head && !options.allow_partial) {
+    report.ok = false;
+    report.file = head_file;
+    report.line = head_line;
+    report.reason = "the chain starts at seq " + std::to_string(report.first_seq) +
+                    ", not 1, and no audit_retention event names that line as the first one "
+                    "kept: earlier lines or files are missing (a partial check of a tail needs "
+                    "--partial)";
+    return report;
   }
   report.ok = true;
   report.head = report.lines > 0 ? prev_hash : std::string(kGenesisPrev);

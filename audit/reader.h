@@ -36,13 +36,18 @@ struct VerifyReport {
   std::string head;         // hex SHA-256 of the last good line: record it elsewhere to detect
                             // truncation or an edit of the final lines later
   uint64_t recoveries = 0;  // audit_recovered events seen (torn tails cut after a crash)
-  bool partial = false;     // started after seq 1 under allow_partial
+  bool partial = false;     // started after seq 1 (anchored, or under allow_partial)
+  // Started after seq 1 at a line that an `audit_retention` event in the chain names as the
+  // first one kept after its removal of older files (writer.h, RetentionOptions): accepted
+  // without allow_partial, since the removal itself is recorded in the chain.
+  bool anchored = false;
 };
 
-// Checks structure, seq continuity and the prev chain of every line. An I/O error (a file that
-// cannot be read) is an Error; a broken chain is a report with ok == false. Note: an edit of the
-// very last line, or lines cut at a line boundary from the end, leave no trace in the chain
-// itself; compare `head` with a value recorded earlier to catch those.
+// Checks structure, seq continuity and the prev chain of every line. A chain that starts
+// after seq 1 passes only when anchored (see VerifyReport::anchored) or under allow_partial. An I/O
+// error (a file that cannot be read) is an Error; a broken chain is a report with ok == false.
+// Note: an edit of the very last line, or lines cut at a line boundary from the end, leave no trace
+// in the chain itself; compare `head` with a value recorded earlier to catch those.
 Result<VerifyReport> verify(const std::vector<std::string>& paths, VerifyOptions options = {});
 
 struct QueryFilter {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -120,6 +121,23 @@ Result<uint64_t> seq_of_line(std::string_view line, const std::string& where) {
   return uint64_t(*seq);
 }
 
+// (seq, prev) of the first line of a file: what verify() sees as the head once the files
+// before it are gone.
+std::optional<std::pair<uint64_t, std::string>> first_anchor(const std::string& path) {
+  auto reader = LineReader::open(path);
+  if (!reader) return std::nullopt;
+  std::string_view line;
+  bool terminated = false;
+  if (!(*reader)->next(line, terminated) || !terminated) return std::nullopt;
+  std::vector<ScannedField> fields;
+  if (scan_object(line, fields) != nullptr) return std::nullopt;
+  int si = find_field(fields, "seq"), pi = find_field(fields, "prev");
+  if (si < 0 || pi < 0) return std::nullopt;
+  auto seq = to_int(fields[size_t(si)]);
+  if (!seq || *seq <= 0) return std::nullopt;
+  return std::make_pair(uint64_t(*seq), std::string(fields[size_t(pi)].raw));
+}
+
 }  // namespace
 
 struct Writer::Impl {
@@ -148,6 +166,15 @@ struct Writer::Impl {
   uint64_t last_written = 0;
   std::chrono::steady_clock::time_point last_fsync = std::chrono::steady_clock::now();
   std::string scratch;
+  // Retention (writer thread): due at open and after a rotation; files planned for removal wait
+  // until the audit_retention event naming their anchors (removal_seq) is durable.
+  bool retention_due = true;
+  std::vector<std::pair<std::string, uint64_t>> pending_removal;  // path, bytes
+  uint64_t removal_seq = 0;
+
+  // Read by disk_bytes() from any thread.
+  std::atomic<uint64_t> rotated_bytes{0};
+  std::atomic<uint64_t> live_bytes{0};
 
   // Shared, under mu.
   mutable std::mutex mu;
@@ -218,6 +245,9 @@ struct Writer::Impl {
     ::fsync(dir_fd);  // make the new names durable; the data itself already is
     ::close(fd);
     fd = new_fd;
+    rotated_bytes += file_size;
+    live_bytes = 0;
+    retention_due = true;
     file_size = 0;
     file_first_seq = 0;
     std::lock_guard lock(mu);
@@ -256,6 +286,7 @@ struct Writer::Impl {
       }
       if (file_first_seq == 0) file_first_seq = unwritten.front().seq;
       file_size += scratch.size();
+      live_bytes = file_size;
       last_written = unwritten[count - 1].seq;
       unwritten.erase(unwritten.begin(), unwritten.begin() + long(count));
       dirty = true;
@@ -309,6 +340,7 @@ struct Writer::Impl {
                    std::chrono::steady_clock::now() - last_fsync >= opt.fsync_interval;
         if (due || want_sync) s = fsync_now();
       }
+      if (s) retention_step();
       std::lock_guard lock(mu);
       if (s) {
         healthy = true;
@@ -325,6 +357,114 @@ struct Writer::Impl {
     lost = queue.size() + unwritten.size();
     exited = true;
     done_cv.notify_all();
+  }
+
+  void retention_step() {
+    if (!pending_removal.empty()) {
+      uint64_t durable;
+      {
+        std::lock_guard lock(mu);
+        durable = durable_seq;
+      }
+      if (durable < removal_seq) return;
+      remove_planned();
+      retention_due = true;  // a pass removes at most kMaxRemovedPerPass: look again
+    }
+    if (retention_due) {
+      retention_due = false;
+      plan_retention();
+    }
+  }
+
+  // Oldest first, as verify() will then see heads: each intermediate state has its anchor.
+  void remove_planned() {
+    uint64_t removed = 0;
+    for (const auto& [path, bytes] : pending_removal) {
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) break;  // retried at the next pass
+      rotated_bytes -= std::min<uint64_t>(bytes, rotated_bytes);
+      ++removed;
+    }
+    ::fsync(dir_fd);
+    pending_removal.clear();
+    std::lock_guard lock(mu);
+    stats.removed_files += removed;
+  }
+
+  void plan_retention() {
+    const RetentionOptions& r = opt.retention;
+    if (r.max_total_bytes == 0 && r.max_age.count() == 0 && r.max_files == 0) return;
+    struct File {
+      uint64_t seq;
+      std::string path;
+      uint64_t bytes;
+      std::filesystem::file_time_type mtime;
+    };
+    std::vector<File> files;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(opt.dir, ec)) {
+      auto seq = rotated_seq(entry.path().filename().string());
+      if (!seq) continue;
+      std::error_code e1, e2;
+      uint64_t bytes = entry.file_size(e1);
+      auto mtime = entry.last_write_time(e2);
+      if (e1 || e2) return;
+      files.push_back({*seq, entry.path().string(), bytes, mtime});
+    }
+    if (ec || files.size() < 2) return;  // the newest rotated file is always kept
+    std::sort(files.begin(), files.end(),
+              [](const File& a, const File& b) { return a.seq < b.seq; });
+    uint64_t total = file_size;
+    for (const auto& f : files) total += f.bytes;
+    size_t count = files.size() + 1;
+    auto now_fs = std::filesystem::file_time_type::clock::now();
+    size_t n = 0;
+    std::string why;
+    for (; n + 1 < files.size() && n < kMaxRemovedPerPass; ++n) {
+      const File& f = files[n];
+      const char* over = nullptr;
+      if (r.max_total_bytes > 0 && total > r.max_total_bytes) {
+        over = "max_total_bytes";
+      } else if (r.max_files > 0 && count > std::max<size_t>(2, r.max_files)) {
+        over = "max_files";
+      } else if (r.max_age.count() > 0 && now_fs - f.mtime > r.max_age) {
+        over = "max_age";
+      }
+      if (!over) break;
+      if (why.find(over) == std::string::npos) why += why.empty() ? over : std::string(",") + over;
+      total -= f.bytes;
+      --count;
+    }
+    if (n == 0) return;
+    std::string anchors;
+    uint64_t removed_bytes = 0;
+    for (size_t i = 0; i < n; ++i) {
+      auto a = first_anchor(files[i + 1].path);
+      if (!a) {
+        n = i;  // a file we cannot anchor at: remove nothing past the last good anchor
+        break;
+      }
+      if (!anchors.empty()) anchors += ',';
+      anchors += std::to_string(a->first) + ":" + a->second;
+      removed_bytes += files[i].bytes;
+    }
+    if (n == 0) return;
+    Event e;
+    e.event = "audit_retention";
+    e.reason = "removed by retention (" + why + ")";
+    e.add("removed_files", int64_t(n))
+        .add("removed_bytes", int64_t(removed_bytes))
+        .add("removed_through_seq", int64_t(files[n].seq - 1))
+        .add("first_kept_seq", int64_t(files[n].seq))
+        .add("anchors", anchors);
+    auto body = format_body(e);
+    if (!body) return;
+    {
+      std::lock_guard lock(mu);
+      removal_seq = next_seq++;
+      queue.push_back(Pending{removal_seq, now(), std::move(*body)});
+      ++stats.accepted;
+    }
+    for (size_t i = 0; i < n; ++i) pending_removal.emplace_back(files[i].path, files[i].bytes);
   }
 
   Status open_files() {
@@ -346,6 +486,10 @@ struct Writer::Impl {
     }
     if (ec) return fail("listing " + opt.dir + ": " + ec.message());
     std::sort(rotated.begin(), rotated.end());
+    for (const auto& [seq, path] : rotated) {
+      struct stat rs;
+      if (::stat(path.c_str(), &rs) == 0) rotated_bytes += uint64_t(rs.st_size);
+    }
 
     // A crash between linking the rotated name and replacing the live file leaves two names
     // for one file: the rotation had happened, so the live name goes.
@@ -414,6 +558,7 @@ struct Writer::Impl {
       chain = line_hash(*rtail->last_line);
     }
     file_size = size;
+    live_bytes = size;
     next_seq = last_seq + 1;
     written_seq = durable_seq = last_written = last_seq;
     if (recovered) {
@@ -510,7 +655,12 @@ WriterStats Writer::stats() const {
   s.durable_seq = impl_->durable_seq;
   s.queued = impl_->next_seq - 1 - impl_->written_seq;
   s.healthy = impl_->healthy;
+  s.disk_bytes = impl_->rotated_bytes.load() + impl_->live_bytes.load();
   return s;
+}
+
+uint64_t Writer::disk_bytes() const {
+  return impl_->rotated_bytes.load() + impl_->live_bytes.load();
 }
 
 Status Writer::close(std::chrono::milliseconds timeout) {

@@ -32,6 +32,19 @@
 
 namespace cordon::audit {
 
+// Which rotated files are removed (oldest first; the live file and the newest rotated file,
+// which anchors the chain, are always kept). A file goes when any limit is exceeded. Before
+// removing, the writer appends an `audit_retention` event naming, for every file it removes,
+// the (seq, prev) of the line that becomes the first one kept ("anchors": "seq:prev,..."), makes
+// it durable, and only then unlinks: what is left verifies from its first line (reader.h's
+// verify() accepts a head named by such an event), even after a crash between two unlinks.
+// Checked at open() and after each rotation.
+struct RetentionOptions {
+  uint64_t max_total_bytes = kDefaultRetainBytes;  // all files incl. the live one; 0 = no limit
+  std::chrono::seconds max_age{0};  // by a rotated file's mtime (its last line); 0 = no limit
+  size_t max_files = 0;             // files incl. the live one; 0 = no limit (else at least 2)
+};
+
 struct WriterOptions {
   std::string dir;  // the audit directory (StateDir::audit_dir()), created 0700 if missing
   uint64_t rotate_bytes = kDefaultRotateBytes;
@@ -42,6 +55,7 @@ struct WriterOptions {
   // Lines gather this long before a write (flush() and close() do not wait for it); 0 = none.
   std::chrono::microseconds batch_delay = kDefaultBatchDelay;
   std::chrono::milliseconds retry_interval = kDefaultRetryInterval;
+  RetentionOptions retention;
   // Time source for `ts`, replaceable in tests. Null = system_clock::now.
   std::function<SystemTime()> clock;
 };
@@ -58,6 +72,8 @@ struct WriterStats {
   uint64_t rotations = 0;
   uint64_t write_failures = 0;
   uint64_t recovered_bytes = 0;  // torn tail cut at open()
+  uint64_t removed_files = 0;    // rotated files removed by retention
+  uint64_t disk_bytes = 0;       // bytes of the log files on disk (live + rotated)
   bool healthy = true;
 };
 
@@ -79,6 +95,8 @@ class Writer {
   // OK, or the error of the last failed write/fsync/rotation while it persists.
   Status health() const;
   WriterStats stats() const;
+  // Bytes the log files take on disk now (live + rotated). Cheap (no I/O).
+  uint64_t disk_bytes() const;
 
   // Refuses further appends, writes and fsyncs what was accepted, stops the thread. Fails if
   // accepted events could not be written within `timeout` (they are then reported as lost in

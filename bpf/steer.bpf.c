@@ -8,6 +8,12 @@
 //                       own socket found with bpf_skc_lookup_tcp. skb->mark = steer_mark.
 //   TCP 53, UDP 53      -> the gateway's DNS responder sockets, the same way.
 //   ARP, ICMPv6 RS/NS/NA pass unmarked (the link itself needs them).
+//   TCP from port CORDON_AGENT_PORT to any other port, not a pure SYN, whose 4-tuple is a
+//                       host socket that is neither a listener nor a request/TIME_WAIT socket
+//                       -> passes unmarked to that socket: the agent's side of a connection the
+//                       host opened to the agent. (Sandbox SYNs only ever reach the gateway's
+//                       listeners on 53/80/443, so any other non-listening socket with a sandbox
+//                       peer was opened by the host.)
 //   a source address other than the sandbox's own (if_sources) -> dropped as spoofed.
 //   everything else     -> TC_ACT_SHOT, counted per ifindex and reason, and reported on the
 //                          `drop_events` ring buffer (rate-limited per interface and CPU).
@@ -176,6 +182,20 @@ static __always_inline int steer_tcp(struct __sk_buff* skb, struct flow* f, int 
   return assign_slot(skb, f, slot, syn_counter);
 }
 
+// The agent's replies on a connection the host opened to sandbox:CORDON_AGENT_PORT. Everything
+// else from that port (a SYN: the sandbox opening a connection; a segment towards a listener or
+// towards no socket; anything to a steered port) is judged by the rules below, which drop it.
+static __always_inline int is_agent_reply(struct __sk_buff* skb, struct flow* f, int pure_syn) {
+  __u16 dport = bpf_ntohs(f->dport);
+  if (bpf_ntohs(f->sport) != CORDON_AGENT_PORT || pure_syn) return 0;
+  if (dport == 53 || dport == 80 || dport == 443) return 0;
+  struct bpf_sock* sk = bpf_skc_lookup_tcp(skb, &f->tuple, tuple_len(f), BPF_F_CURRENT_NETNS, 0);
+  if (!sk) return 0;
+  __u32 state = sk->state;
+  bpf_sk_release(sk);
+  return state != BPF_TCP_LISTEN && state != BPF_TCP_TIME_WAIT && state != BPF_TCP_NEW_SYN_RECV;
+}
+
 // True if the packet's source is the address the loader registered for this interface (or
 // none is registered). Without this a sandbox could pose as another one to the gateway, or
 // aim segments at the 4-tuple of a host connection on port 53/80/443.
@@ -206,6 +226,10 @@ static __always_inline int handle_l4(struct __sk_buff* skb, struct flow* f, void
     }
     if (!source_allowed(skb, f)) return drop(skb, CORDON_DROP_SPOOFED, f);
     int pure_syn = th->syn && !th->ack && !th->rst && !th->fin;
+    if (is_agent_reply(skb, f, pure_syn)) {
+      count(f->ifindex, CORDON_PASS_AGENT);
+      return TC_ACT_OK;
+    }
     __u16 port = bpf_ntohs(th->dest);
     if (port == 80 || port == 443)
       return steer_tcp(skb, f, pure_syn, v6 ? CORDON_SLOT_TCP6 : CORDON_SLOT_TCP4,

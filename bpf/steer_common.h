@@ -47,7 +47,8 @@ enum cordon_counter {
   CORDON_DROP_ASSIGN = 13,        // bpf_sk_assign refused
   CORDON_DROP_SPOOFED = 14,       // source address is not the sandbox's own (see if_sources)
   CORDON_EVENTS_SUPPRESSED = 15,  // drop events not emitted because of the per-CPU rate limit
-  CORDON_COUNTER_COUNT = 16,
+  CORDON_PASS_AGENT = 16,         // the agent's reply on a connection the host opened to it
+  CORDON_COUNTER_COUNT = 17,
 };
 
 // Value of the per-CPU `if_stats` hash, keyed by the ingress ifindex (u32).
@@ -82,6 +83,10 @@ struct cordon_drop_event {
   CORDON_U8 src_addr[16];  // IPv4 in the first 4 bytes
   CORDON_U8 dst_addr[16];
 };
+
+// The in-sandbox agent's TCP port (envd's, fixed by the E2B protocol that the SDK speaks). The
+// host opens connections to it; the program admits the agent's side of exactly those.
+#define CORDON_AGENT_PORT 49983
 
 // Limits of the kernel side (hard: fixed when the program is built). bpf/limits.h repeats
 // them for C++.

@@ -132,10 +132,10 @@ bool is_absent(const std::string& output) {
 
 std::string_view counter_name(Counter c) {
   static constexpr std::string_view kNames[] = {
-      "pass_link",     "steer_http",     "steer_dns",      "steer_flow",
-      "drop_tcp_port", "drop_udp_port",  "drop_icmp",      "drop_other_l4",
-      "drop_fragment", "drop_malformed", "drop_ethertype", "drop_gateway_gone",
-      "drop_no_flow",  "drop_assign",    "drop_spoofed",   "events_suppressed"};
+      "pass_link",         "steer_http",        "steer_dns",     "steer_flow",    "drop_tcp_port",
+      "drop_udp_port",     "drop_icmp",         "drop_other_l4", "drop_fragment", "drop_malformed",
+      "drop_ethertype",    "drop_gateway_gone", "drop_no_flow",  "drop_assign",   "drop_spoofed",
+      "events_suppressed", "pass_agent"};
   static_assert(std::size(kNames) == CORDON_COUNTER_COUNT);
   auto i = static_cast<size_t>(c);
   return i < std::size(kNames) ? kNames[i] : "unknown";

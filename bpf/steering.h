@@ -60,6 +60,7 @@ enum class Counter : uint32_t {
   kDropAssign,
   kDropSpoofed,
   kEventsSuppressed,
+  kPassAgent,
   kCount,
 };
 std::string_view counter_name(Counter c);  // "drop_tcp_port", ...

@@ -2,13 +2,19 @@
 // frames; no interface is touched). Topology tests live in tests/e2e/bpf/.
 #include "bpf/steering.h"
 
+#include <arpa/inet.h>
 #include <bpf/bpf.h>
+#include <fcntl.h>
 #include <linux/pkt_cls.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include "bpf/detail/packets.h"
+#include "bpf/steer_common.h"
 #include "common/subprocess.h"
 
 namespace cordon::bpf {
@@ -33,6 +39,7 @@ std::vector<uint8_t> bad_ihl() {
 TEST(CounterNames, AreDistinctAndNamed) {
   EXPECT_EQ(counter_name(Counter::kDropGatewayGone), "drop_gateway_gone");
   EXPECT_EQ(counter_name(Counter::kPassLink), "pass_link");
+  EXPECT_EQ(counter_name(Counter::kPassAgent), "pass_agent");
   EXPECT_EQ(counter_name(Counter::kCount), "unknown");
   InterfaceCounters c;
   c.value[static_cast<size_t>(Counter::kDropIcmp)] = 2;
@@ -261,6 +268,127 @@ TEST_F(ProgramTest, SpoofedSourcesAreDropped) {
   EXPECT_EQ(count(Counter::kDropTcpPort), 1u);
   EXPECT_FALSE(steering_->set_allowed_sources("lo", {"10.200.0.256", ""}));
   EXPECT_FALSE(steering_->set_allowed_sources("no-such-if0", {"10.200.0.2", ""}));
+}
+
+// The agent channel: the host opens TCP connections to sandbox:49983; the program must let the
+// agent's side of exactly those through, and nothing else from that port. Runs in a private
+// network namespace (the test thread's) so that its sockets are alone on its loopback, which is
+// the device bpf_prog_test_run uses for the socket lookups.
+class AgentChannelTest : public ProgramTest {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (CAP_BPF, CAP_SYS_ADMIN for unshare)";
+    saved_ns_ = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(saved_ns_, 0);
+    ASSERT_EQ(unshare(CLONE_NEWNET), 0) << strerror(errno);
+    ASSERT_TRUE(run_checked({"ip", "link", "set", "lo", "up"}));
+    ProgramTest::SetUp();
+  }
+  void TearDown() override {
+    for (int fd : fds_) close(fd);
+    steering_.reset();
+    if (saved_ns_ >= 0) {
+      EXPECT_EQ(setns(saved_ns_, CLONE_NEWNET), 0);
+      close(saved_ns_);
+    }
+  }
+  static sockaddr_in addr(const char* ip, uint16_t port) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    inet_pton(AF_INET, ip, &a.sin_addr);
+    return a;
+  }
+  // A listening socket at ip:port (0 = any port); returns its port.
+  uint16_t listen_at(const char* ip, uint16_t port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    auto a = addr(ip, port);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << strerror(errno);
+    EXPECT_EQ(listen(fd, 8), 0);
+    fds_.push_back(fd);
+    return local_port(fd);
+  }
+  // A connected socket (from `from_ip`:`from_port`, 0 = ephemeral) to ip:port; returns its port.
+  uint16_t connect_to(const char* ip, uint16_t port, const char* from_ip = "127.0.0.1",
+                      uint16_t from_port = 0) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    auto local = addr(from_ip, from_port);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local), 0) << strerror(errno);
+    auto a = addr(ip, port);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << strerror(errno);
+    fds_.push_back(fd);
+    return local_port(fd);
+  }
+  static uint16_t local_port(int fd) {
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    return ntohs(a.sin_port);
+  }
+  int saved_ns_ = -1;
+  std::vector<int> fds_;
+};
+
+TEST_F(AgentChannelTest, AdmitsOnlyRepliesOnHostOpenedConnections) {
+  // The "agent" listens on 127.0.0.2:49983; the "host" connects to it from 127.0.0.1.
+  listen_at("127.0.0.2", CORDON_AGENT_PORT);
+  uint16_t host_port = connect_to("127.0.0.2", CORDON_AGENT_PORT);
+  // A host service the sandbox must never reach (admin API, SSH, ...).
+  uint16_t service = listen_at("127.0.0.1", 0);
+
+  // The agent's SYN-ACK, ACKs, data, FIN and RST on the host's connection pass, unmarked.
+  for (uint8_t flags : {uint8_t(kSyn | kAck), uint8_t(kAck), uint8_t(kAck | kFin), uint8_t(kRst)})
+    EXPECT_EQ(run(ipv4_packet("127.0.0.2", "127.0.0.1", IPPROTO_TCP, CORDON_AGENT_PORT, host_port,
+                              flags)),
+              TC_ACT_OK)
+        << int(flags);
+  EXPECT_EQ(count(Counter::kPassAgent), 4u);
+
+  // Attacks. A SYN from the agent's port (the sandbox opening a connection) on that 4-tuple:
+  EXPECT_EQ(
+      run(ipv4_packet("127.0.0.2", "127.0.0.1", IPPROTO_TCP, CORDON_AGENT_PORT, host_port, kSyn)),
+      TC_ACT_SHOT);
+  // ... or to a host listener, with any flags:
+  for (uint8_t flags : {uint8_t(kSyn), uint8_t(kAck), uint8_t(kSyn | kAck)})
+    EXPECT_EQ(
+        run(ipv4_packet("127.0.0.2", "127.0.0.1", IPPROTO_TCP, CORDON_AGENT_PORT, service, flags)),
+        TC_ACT_SHOT);
+  // ... a segment to a port with no socket, from another address or from another port:
+  EXPECT_EQ(run(ipv4_packet("127.0.0.2", "127.0.0.1", IPPROTO_TCP, CORDON_AGENT_PORT, host_port + 1,
+                            kAck)),
+            TC_ACT_SHOT);
+  EXPECT_EQ(
+      run(ipv4_packet("127.0.0.3", "127.0.0.1", IPPROTO_TCP, CORDON_AGENT_PORT, host_port, kAck)),
+      TC_ACT_SHOT);
+  EXPECT_EQ(run(ipv4_packet("127.0.0.2", "127.0.0.1", IPPROTO_TCP, 40000, host_port, kAck)),
+            TC_ACT_SHOT);
+  // ... the sandbox connecting to a host port 49983 (no such connection: SYN and ACK drop):
+  EXPECT_EQ(run(ipv4_packet("127.0.0.2", "127.0.0.1", IPPROTO_TCP, 40000, CORDON_AGENT_PORT)),
+            TC_ACT_SHOT);
+  // ... UDP from the agent's port:
+  EXPECT_EQ(run(ipv4_packet("127.0.0.2", "127.0.0.1", IPPROTO_UDP, CORDON_AGENT_PORT, host_port)),
+            TC_ACT_SHOT);
+  // ... from 49983 to a steered port: judged as steered traffic (a non-SYN with no gateway socket
+  // of its own drops), never passed unmarked to be forwarded.
+  EXPECT_EQ(run(ipv4_packet("127.0.0.2", "192.0.2.10", IPPROTO_TCP, CORDON_AGENT_PORT, 443, kAck)),
+            TC_ACT_SHOT);
+  EXPECT_EQ(count(Counter::kPassAgent), 4u);
+
+  // A registered source address still applies: the reply must come from the sandbox's own.
+  ASSERT_TRUE(steering_->set_allowed_sources("lo", {"127.0.0.9", ""}));
+  EXPECT_EQ(
+      run(ipv4_packet("127.0.0.2", "127.0.0.1", IPPROTO_TCP, CORDON_AGENT_PORT, host_port, kAck)),
+      TC_ACT_SHOT);
+  EXPECT_EQ(count(Counter::kPassAgent), 4u);
+  ASSERT_TRUE(steering_->set_allowed_sources("lo", {"127.0.0.2", ""}));
+  EXPECT_EQ(
+      run(ipv4_packet("127.0.0.2", "127.0.0.1", IPPROTO_TCP, CORDON_AGENT_PORT, host_port, kAck)),
+      TC_ACT_OK);
+  EXPECT_EQ(count(Counter::kPassAgent), 5u);
 }
 
 TEST(SteeringMode, ReportsSkAssignWhenRoot) {

@@ -145,7 +145,9 @@ Result<LeafCert> LeafCertCache::get(std::string_view raw_name) {
       ++d.stats.evictions;
     }
   }
-  return to_leaf(*minted, *authority_);
+  LeafCert out = to_leaf(*minted, *authority_);
+  out.minted = true;
+  return out;
 }
 
 LeafCacheStats LeafCertCache::stats() const {

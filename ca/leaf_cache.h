@@ -43,6 +43,7 @@ struct LeafCert {
   PKeyPtr key;   // the shared leaf private key
   X509Ptr root;  // the root, to send as the chain
   SystemTime not_after;
+  bool minted = false;  // signed for this call (a cold miss or a renewal), not from the cache
 };
 
 struct LeafCacheStats {

@@ -47,6 +47,7 @@ void add_apikey_commands(CLI::App& app, CliContext& ctx);
 void add_serve_command(CLI::App& app, CliContext& ctx);
 void add_sandbox_commands(CLI::App& app, CliContext& ctx);
 void add_doctor_command(CLI::App& app, CliContext& ctx);
+void add_template_commands(CLI::App& app, CliContext& ctx);
 
 // A subcommand whose part is not built yet: says so and exits 2.
 CLI::App* add_not_built(CLI::App& parent, const std::string& name, const std::string& what,

@@ -11,6 +11,8 @@
 #include "bpf/steering.h"
 #include "ca/ca.h"
 #include "cli/cli.h"
+#include "common/subprocess.h"
+#include "sandbox/gvisor/gvisor_backend.h"
 #include "sandbox/steering_service.h"
 #include "vault/vault.h"
 #include "vmm/host_probe.h"
@@ -62,8 +64,31 @@ void add_doctor_command(CLI::App& app, CliContext& ctx) {
         break;
     }
     line("virtualization", vmm::to_string(virt.kind), virt.detail);
-    line("backend", on_path("runsc") || backend == "microvm" ? "ok" : "missing",
-         backend + (on_path("runsc") ? "" : " (runsc not installed: apt-get install runsc)"));
+    // Which sandbox backends can run here, and what --backend auto picks.
+    bool gvisor_ok = false;
+    if (auto g = sandbox::gvisor_available(); !g) {
+      line("gvisor", "unavailable", g.error().message);
+    } else if (auto r =
+                   run_command({"runsc", "--platform=ptrace", "--network=none", "do", "/bin/true"});
+               !r || r->exit_code != 0) {
+      line("gvisor", "broken",
+           "`runsc --platform=ptrace --network=none do /bin/true` failed" +
+               (r ? ": " + r->output.substr(0, 200) : std::string()));
+    } else {
+      gvisor_ok = true;
+      line("gvisor", "ok", "runsc (ptrace platform) runs a sandbox");
+    }
+    bool has_kvm = ::access("/dev/kvm", R_OK | W_OK) == 0;
+    std::string microvm_detail =
+        virt.kind == vmm::HostVirtKind::kHardwareVmx || virt.kind == vmm::HostVirtKind::kHardwareSvm
+            ? std::string("VMX/SVM present") + (has_kvm ? ", /dev/kvm usable" : ", but no /dev/kvm")
+        : virt.kind == vmm::HostVirtKind::kPvm ? "KVM-PVM host: needs a PVM-enabled guest kernel"
+                                               : "no hardware virtualization";
+    line("microvm", "unavailable", microvm_detail + "; this build has no microvm sandbox backend");
+    line("backend auto", gvisor_ok ? "gvisor" : "none",
+         gvisor_ok ? "microvm only where it can boot; gvisor here"
+                   : "no backend can run sandboxes on this host");
+    (void)backend;
 
     auto steering = bpf::steering_mode();
     line("steering", std::string(bpf::mode_name(steering.mode)), steering.detail);

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   add_serve_command(app, ctx);
   add_sandbox_commands(app, ctx);
   add_doctor_command(app, ctx);
+  add_template_commands(app, ctx);
 
   try {
     app.parse(argc, argv);

@@ -2,7 +2,12 @@
 // registration names a sandbox, its policy profile and optionally its source address
 // (transparent mode); `register` prints the sandbox's proxy secret once, alone on stdout, for
 // explicit-proxy use (Proxy-Authorization: Basic id:secret). Only a hash is kept.
-// (The sandbox manager's create/exec/kill will join this group.)
+//
+// `cordon sandbox create|exec|list|kill|pause|resume`: sandboxes of the manager inside the
+// running `cordon serve`, asked over its control socket (sandbox/manager/control.h). `create`
+// prints the id alone on stdout; `exec ID -- CMD...` streams the output and exits with the
+// command's exit code. `list` shows the manager's sandboxes when serve answers, the vault's
+// registrations otherwise (and always with --registrations).
 //
 // `cordon sandbox netns create|delete|list` (issue 5): a sandbox as a network namespace, until
 // the sandbox manager exists. create = namespace + veth + pool addresses (sandbox/netns.h), the
@@ -17,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
+#include "sandbox/manager/control.h"
 #include "sandbox/netns.h"
 #include "sandbox/steering_service.h"
 #include "vault/vault.h"
@@ -38,6 +44,125 @@ nlohmann::json describe(const sandbox::NetnsSandbox& s, const std::string& profi
           {"address6", s.sandbox_ipv6},
           {"gateway6", s.host_ipv6},
           {"resolv_conf", s.resolv_conf}};
+}
+
+int print_manager_list(const std::vector<sandbox::SandboxRecord>& list, bool json_out) {
+  if (json_out) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& r : list)
+      arr.push_back({{"id", r.id},
+                     {"template", r.template_alias},
+                     {"profile", r.profile},
+                     {"backend", r.backend},
+                     {"state", r.state == sandbox::SandboxState::kPaused ? "paused" : "running"},
+                     {"address", r.address},
+                     {"started_at", format_rfc3339_micros(r.started_at)},
+                     {"end_at", format_rfc3339_micros(r.end_at)}});
+    std::printf("%s\n", arr.dump(2).c_str());
+    return int(kExitOk);
+  }
+  std::printf("%-20s  %-12s  %-16s  %-8s  %-7s  %-15s  %s\n", "ID", "TEMPLATE", "PROFILE",
+              "BACKEND", "STATE", "ADDRESS", "ENDS");
+  for (const auto& r : list)
+    std::printf("%-20s  %-12s  %-16s  %-8s  %-7s  %-15s  %s\n", r.id.c_str(),
+                r.template_alias.c_str(), r.profile.c_str(), r.backend.c_str(),
+                r.state == sandbox::SandboxState::kPaused ? "paused" : "running", r.address.c_str(),
+                format_rfc3339_micros(r.end_at).c_str());
+  return int(kExitOk);
+}
+
+int manager_error(const Error& e) {
+  using sandbox::ManagerError;
+  int code = e.code == sandbox::code(ManagerError::kInvalidArgument) ? kExitUsage : kExitFailure;
+  return report_error(e, code);
+}
+
+void add_lifecycle_commands(CLI::App& cmd, CliContext& ctx) {
+  struct CreateArgs {
+    std::string template_name = "base", profile, backend = "auto";
+    std::vector<std::string> env;
+    int64_t timeout = 300;
+  };
+  auto a = std::make_shared<CreateArgs>();
+  auto* create = cmd.add_subcommand(
+      "create", "create a sandbox from a template in the running serve; prints its id");
+  create->add_option("--template", a->template_name, "template alias or id")->capture_default_str();
+  create->add_option("--profile", a->profile, "policy profile of the rules file")->required();
+  create->add_option("--env", a->env, "K=V, default env of every process (repeatable)");
+  create->add_option("--timeout", a->timeout, "seconds until it is killed")->capture_default_str();
+  create->add_option("--backend", a->backend, "auto | gvisor | microvm")->capture_default_str();
+  on_run(create, ctx, [&ctx, a]() {
+    sandbox::CreateSpec spec;
+    spec.template_name = a->template_name;
+    spec.profile = a->profile;
+    spec.timeout = std::chrono::seconds(a->timeout);
+    if (a->backend == "gvisor")
+      spec.backend = sandbox::BackendKind::kGvisor;
+    else if (a->backend == "microvm")
+      spec.backend = sandbox::BackendKind::kMicrovm;
+    else if (a->backend != "auto")
+      return report_error("--backend: '" + a->backend + "' is not auto, gvisor or microvm",
+                          kExitUsage);
+    for (const auto& kv : a->env) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0)
+        return report_error("--env '" + kv + "': expected K=V", kExitUsage);
+      spec.env_vars[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    auto r = sandbox::control_create(sandbox::manager_socket_path(ctx.state()), spec);
+    if (!r) return manager_error(r.error());
+    std::printf("%s\n", r->id.c_str());
+    return int(kExitOk);
+  });
+
+  struct ExecArgs {
+    std::string id, user = "user";
+    std::vector<std::string> argv;
+  };
+  auto e = std::make_shared<ExecArgs>();
+  auto* exec = cmd.add_subcommand("exec", "run a command in a sandbox: exec ID -- CMD...");
+  exec->add_option("ID", e->id, "sandbox id")->required();
+  exec->add_option("--user", e->user, "user inside the sandbox")->capture_default_str();
+  exec->add_option("CMD", e->argv, "command and arguments (after --)")->required();
+  exec->positionals_at_end();
+  on_run(exec, ctx, [&ctx, e]() {
+    if (!e->argv.empty() && e->argv.front() == "--") e->argv.erase(e->argv.begin());
+    if (e->argv.empty()) return report_error("exec: no command after --", kExitUsage);
+    auto code = sandbox::control_exec(
+        sandbox::manager_socket_path(ctx.state()), e->id, e->argv, e->user,
+        [](std::string_view d) {
+          std::fwrite(d.data(), 1, d.size(), stdout);
+          std::fflush(stdout);
+        },
+        [](std::string_view d) {
+          std::fwrite(d.data(), 1, d.size(), stderr);
+          std::fflush(stderr);
+        });
+    if (!code) return manager_error(code.error());
+    return *code < 0 ? 128 + 9 : *code;  // killed by a signal: as a shell reports SIGKILL
+  });
+
+  using Op = Status (*)(const std::string&, const std::string&);
+  struct Simple {
+    const char* name;
+    const char* help;
+    Op op;
+    const char* done;
+  };
+  for (const Simple& s :
+       {Simple{"kill", "stop and remove a sandbox", &sandbox::control_kill, "killed"},
+        Simple{"pause", "freeze a sandbox in place", &sandbox::control_pause, "paused"},
+        Simple{"resume", "thaw a paused sandbox", &sandbox::control_resume, "resumed"}}) {
+    auto id = std::make_shared<std::string>();
+    auto* sub = cmd.add_subcommand(s.name, s.help);
+    sub->add_option("ID", *id, "sandbox id")->required();
+    on_run(sub, ctx, [&ctx, id, s]() {
+      if (auto st = s.op(sandbox::manager_socket_path(ctx.state()), *id); !st)
+        return manager_error(st.error());
+      std::fprintf(stderr, "%s sandbox '%s'\n", s.done, id->c_str());
+      return int(kExitOk);
+    });
+  }
 }
 
 void add_netns_commands(CLI::App& parent, CliContext& ctx) {
@@ -176,9 +301,17 @@ void add_sandbox_commands(CLI::App& app, CliContext& ctx) {
   });
 
   auto json_out = std::make_shared<bool>(false);
-  auto* list = cmd->add_subcommand("list", "list registered sandboxes: id, profile, address");
+  auto registrations = std::make_shared<bool>(false);
+  auto* list = cmd->add_subcommand(
+      "list", "list the sandboxes of the running serve (else the vault's registrations)");
   list->add_flag("--json", *json_out, "print JSON");
-  on_run(list, ctx, [&ctx, json_out]() {
+  list->add_flag("--registrations", *registrations,
+                 "list the vault's registrations (id, profile, address) instead");
+  on_run(list, ctx, [&ctx, json_out, registrations]() {
+    if (!*registrations) {
+      auto l = sandbox::control_list(sandbox::manager_socket_path(ctx.state()));
+      if (l) return print_manager_list(*l, *json_out);
+    }
     auto v = vault::Vault::open(ctx.state());
     if (!v) return report_error(v.error());
     auto list = (*v)->list_sandboxes();
@@ -215,10 +348,7 @@ void add_sandbox_commands(CLI::App& app, CliContext& ctx) {
 
   add_netns_commands(*cmd, ctx);
 
-  // The sandbox lifecycle (design.md §7, §8) comes with the sandbox manager.
-  add_not_built(*cmd, "create", "create a sandbox from a template", ctx);
-  add_not_built(*cmd, "exec", "run a command in a sandbox", ctx);
-  add_not_built(*cmd, "kill", "stop and remove a sandbox", ctx);
+  add_lifecycle_commands(*cmd, ctx);
 }
 
 }  // namespace cordon::cli

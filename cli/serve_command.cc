@@ -1,369 +1,41 @@
-// `cordon serve`: runs the egress gateway (design.md §2) with the state directory's CA, vault
-// and audit log and a rules file. Fail closed: the listeners open only after the policy, the
-// vault, the CA and the audit log are all loaded. SIGHUP or a change of the rules file reloads
-// the rules (a broken file never replaces a working one; both outcomes are audited); SIGTERM or
-// SIGINT shut down gracefully.
-// With --steering (issue 5) serve also owns the network confinement of sandbox interfaces in
-// its namespace (sandbox/steering_service.h): the tc program fed with the transparent
-// listeners and the DNS responder's sockets, the control socket through which
-// `cordon sandbox netns create` attaches interfaces, and `egress_dropped` audit lines for what
-// the program drops. Stopping leaves the program attached: closed, not open.
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <chrono>
-#include <cstdio>
-#include <map>
+// `cordon serve`: parses its flags into a server::ServerOptions and runs the server
+// (server/server.h: the parts, their start and stop order, signals and reloads).
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "audit/writer.h"
-#include "bpf/steering.h"
-#include "ca/ca.h"
-#include "ca/leaf_cache.h"
 #include "cli/cli.h"
-#include "gateway/adapters/adapters.h"
-#include "gateway/adapters/dns_policy_adapter.h"
 #include "gateway/dns_responder.h"
-#include "gateway/gateway.h"
-#include "policy/policy_store.h"
-#include "sandbox/steering_service.h"
-#include "vault/admin.h"
-#include "vault/vault.h"
+#include "server/server.h"
 
 namespace cordon::cli {
 
 namespace {
 
-struct ServeFlags {
-  std::string rules;
-  std::string transparent_listen;
-  std::string proxy_listen;
-  std::string admin_listen;
-  std::vector<std::string> resolve;
-  std::string dns_server;
-  std::vector<std::string> upstream_ca;
-  unsigned threads = 0;
-  bool no_system_trust = false;
-  // Network confinement (issue 5): none | ebpf | nftables | auto, the DNS responder.
-  std::string steering = "none";
-  std::vector<std::string> dns_listen;
-  std::string dns_synthetic_ipv4 = "198.18.0.1";
-  // Per-sandbox DNS query limit (token bucket; gateway/dns_responder.h), 0 = none.
-  uint32_t dns_queries_per_second = gateway::DnsResponderOptions{}.queries_per_second;
-  uint32_t dns_query_burst = gateway::DnsResponderOptions{}.query_burst;
-};
-
-// `egress_dropped`: one line per (rate-limited) packet the steering program shot.
-void audit_drop(audit::Writer& w, const sandbox::EgressDrop& d) {
-  // Link-local chatter (IPv6 multicast listener reports and the like to ff02::/16) cannot leave
-  // the link anyway: counted by the program, not worth an audit line each.
-  if (d.event.dst_address.rfind("ff02:", 0) == 0) return;
-  audit::Event e;
-  e.event = "egress_dropped";
-  e.decision = "deny";
-  e.reason = std::string(bpf::counter_name(d.event.reason));
-  e.sandbox = d.sandbox;
-  e.rule = "steering";
-  if (!d.event.protocol.empty()) e.add("protocol", d.event.protocol);
-  if (!d.event.dst_address.empty()) {
-    bool v6 = d.event.dst_address.find(':') != std::string::npos;
-    e.add("dst", (v6 ? "[" + d.event.dst_address + "]" : d.event.dst_address) +
-                     (d.event.dst_port ? ":" + std::to_string(d.event.dst_port) : ""));
+int serve(CliContext& ctx, server::ServerOptions o, const std::vector<std::string>& warm) {
+  o.state = ctx.state();
+  for (const auto& w : warm) {
+    size_t eq = w.find('=');
+    char* end = nullptr;
+    unsigned long n = eq == std::string::npos ? 0 : std::strtoul(w.c_str() + eq + 1, &end, 10);
+    if (eq == std::string::npos || eq == 0 || !end || *end || n > 1024)
+      return report_error("--warm-pool '" + w + "': expected TEMPLATE=N (N up to 1024)",
+                          kExitUsage);
+    o.warm_pool[w.substr(0, eq)] = static_cast<uint32_t>(n);
   }
-  if (d.event.dst_port) e.add("port", static_cast<int64_t>(d.event.dst_port));
-  if (!d.event.src_address.empty()) e.add("src", d.event.src_address);
-  if (!d.event.interface.empty()) e.add("interface", d.event.interface);
-  if (d.suppressed) e.add("suppressed", static_cast<int64_t>(d.suppressed));
-  (void)w.append(e);
-}
-
-bool ipv6_available() {
-  struct stat st {};
-  return ::stat("/proc/sys/net/ipv6", &st) == 0;
-}
-
-struct FileStamp {
-  ino_t ino = 0;
-  off_t size = 0;
-  timespec mtime{};
-  bool operator!=(const FileStamp& o) const {
-    return ino != o.ino || size != o.size || mtime.tv_sec != o.mtime.tv_sec ||
-           mtime.tv_nsec != o.mtime.tv_nsec;
-  }
-};
-
-FileStamp stamp(const std::string& path) {
-  struct stat st {};
-  FileStamp s;
-  if (::stat(path.c_str(), &st) == 0) {
-    s.ino = st.st_ino;
-    s.size = st.st_size;
-    s.mtime = st.st_mtim;
-  }
-  return s;
-}
-
-void audit_reload(audit::Writer& w, bool ok, const std::string& rules, uint64_t generation,
-                  const std::string& errors) {
-  audit::Event e;
-  e.event = "policy_reload";
-  e.decision = ok ? "allow" : "deny";
-  e.reason = ok ? "reloaded" : "rules_invalid";
-  e.add("file", rules);
-  e.add("generation", static_cast<int64_t>(generation));
-  if (!ok) e.add("errors", errors.substr(0, 2000));
-  (void)w.append(e);  // a failing writer also makes the gateway deny requests
-}
-
-int serve(CliContext& ctx, const ServeFlags& f) {
-  using namespace cordon::gateway;
-  if (f.proxy_listen.empty() && f.transparent_listen.empty()) {
-    return report_error("serve: give --proxy-listen and/or --transparent-listen", kExitUsage);
-  }
-  std::string steering_mode = f.steering;
-  if (steering_mode == "auto") {
-    auto m = bpf::steering_mode();
-    steering_mode = m.mode == bpf::Mode::kSkAssign         ? "ebpf"
-                    : m.mode == bpf::Mode::kNftablesTproxy ? "nftables"
-                                                           : "unavailable";
-    if (steering_mode == "unavailable")
-      return report_error("serve: --steering auto: no steering works here: " + m.detail);
-  }
-  if (steering_mode != "none" && steering_mode != "ebpf" && steering_mode != "nftables")
-    return report_error("--steering '" + f.steering + "': expected none, ebpf, nftables or auto",
-                        kExitUsage);
-  if (steering_mode != "none" && f.transparent_listen.empty())
-    return report_error("serve: --steering needs --transparent-listen", kExitUsage);
-  GatewayOptions opts;
-  for (const auto& r : f.resolve) {
-    size_t eq = r.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == r.size()) {
-      return report_error("--resolve '" + r + "': expected HOST=IP", kExitUsage);
-    }
-    std::string host = r.substr(0, eq);
-    for (auto& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    opts.resolve[host] = r.substr(eq + 1);
-  }
-  opts.upstream_ca_files = f.upstream_ca;
-  opts.dns_server = f.dns_server;  // checked by Gateway::create (IP[:PORT])
-  opts.system_trust_store = !f.no_system_trust;
-  opts.threads = f.threads;
-
-  StateDir state = ctx.state();
-
-  // Everything loads before anything listens (fail closed).
-  auto store = std::make_shared<policy::PolicyStore>();
-  policy::LoadOutcome loaded = store->load_file(f.rules);
-  if (!loaded.replaced) {
-    std::fprintf(stderr, "%s", loaded.errors_text().c_str());
-    return report_error("serve: rules file " + f.rules + " is not valid", kExitCheckFailed);
-  }
-  auto vault = vault::Vault::open(state);
-  if (!vault) return report_error(with_context("serve: opening the vault", vault.error()).error);
-  std::shared_ptr<vault::Vault> vault_shared(std::move(*vault));
-  auto authority = ca::Authority::load(state);
-  if (!authority)
-    return report_error(with_context("serve: loading the CA", authority.error()).error);
-  ca::LeafCacheOptions cache_opts;
-  cache_opts.mints_per_second = opts.limits.max_mints_per_second;
-  cache_opts.mint_burst = opts.limits.max_mints_per_second;
-  auto leaves = std::make_shared<ca::LeafCertCache>(*authority, cache_opts);
-  audit::WriterOptions wopts;
-  wopts.dir = state.audit_dir();
-  auto writer = audit::Writer::open(wopts);
-  if (!writer)
-    return report_error(with_context("serve: opening the audit log", writer.error()).error);
-  std::shared_ptr<audit::Writer> audit_writer(std::move(*writer));
-
-  GatewayPorts ports;
-  ports.certs = adapters::make_cert_provider(leaves);
-  ports.sandboxes = adapters::make_sandbox_directory(vault_shared);
-  ports.credentials = adapters::make_credential_source(vault_shared);
-  ports.audit = adapters::make_audit_sink(audit_writer);
-  auto gw = Gateway::create(opts, ports);
-  if (!gw) return report_error(gw.error());
-  Gateway& gateway = **gw;
-  gateway.set_policy(adapters::make_policy_view(store->snapshot()));
-
-  if (!f.proxy_listen.empty()) {
-    auto p = gateway.listen_proxy(f.proxy_listen);
-    if (!p) return report_error(p.error());
-    std::fprintf(stderr, "cordon: explicit proxy listening on %s (port %u)\n",
-                 f.proxy_listen.c_str(), static_cast<unsigned>(*p));
-  }
-  if (!f.transparent_listen.empty()) {
-    auto p = gateway.listen_transparent(f.transparent_listen);
-    if (!p) return report_error(p.error());
-    std::fprintf(stderr, "cordon: transparent listener on %s (port %u)\n",
-                 f.transparent_listen.c_str(), static_cast<unsigned>(*p));
-  }
-  // eBPF steering hands IPv6 sandboxes' connections to an IPv6 listener of its own.
-  if (steering_mode == "ebpf" && ipv6_available()) {
-    bool have_v6 = false;
-    for (auto [fd, v6] : gateway.transparent_listener_fds()) have_v6 |= v6;
-    if (!have_v6) {
-      auto p = gateway.listen_transparent("[::1]:0");
-      if (!p) return report_error(p.error());
-    }
-  }
-
-  // The DNS responder (issue 5): on its own io thread, so that a flood of HTTP cannot starve
-  // name resolution and the other way round.
-  std::vector<std::string> dns_listen = f.dns_listen;
-  if (dns_listen.empty() && steering_mode != "none") {
-    dns_listen.push_back(steering_mode == "ebpf" ? "127.0.0.1:0" : "127.0.0.1:15053");
-    if (ipv6_available()) dns_listen.push_back(steering_mode == "ebpf" ? "[::1]:0" : "[::1]:15053");
-  }
-  auto dns_io = std::make_shared<boost::asio::io_context>(1);
-  std::unique_ptr<DnsResponder> dns;
-  uint16_t dns_port = 0;
-  if (!dns_listen.empty()) {
-    DnsResponderOptions dopts;
-    dopts.synthetic_ipv4 = f.dns_synthetic_ipv4;
-    dopts.queries_per_second = f.dns_queries_per_second;
-    dopts.query_burst = f.dns_query_burst;
-    auto d = DnsResponder::create(*dns_io, dopts, ports.sandboxes, ports.audit);
-    if (!d) return report_error(d.error());
-    dns = std::move(*d);
-    for (const auto& addr : dns_listen) {
-      // nftables TPROXY needs one port for all families: reuse the first one bound.
-      std::string a = addr;
-      if (steering_mode == "nftables" && dns_port && a.size() > 2 && a.substr(a.size() - 2) == ":0")
-        a = a.substr(0, a.size() - 1) + std::to_string(dns_port);
-      auto p = dns->listen(a, steering_mode != "none");
-      if (!p) return report_error(p.error());
-      if (!dns_port) dns_port = *p;
-      std::fprintf(stderr, "cordon: DNS responder on %s (port %u, udp+tcp)\n", addr.c_str(),
-                   static_cast<unsigned>(*p));
-    }
-    dns->set_policy(adapters::make_dns_policy(store->snapshot()));
-  }
-
-  if (!f.admin_listen.empty()) {
-    auto a = gateway.listen_admin(f.admin_listen);
-    if (!a) return report_error(a.error());
-    std::fprintf(stderr, "cordon: admin listening on %s\n", a->c_str());
-  }
-
-  // Signals are handled on this thread only: block them before the io threads start.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGHUP);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-  // The vault's admin surface (tokens, sandbox registrations) on a root-only 0600 Unix socket in
-  // the state directory, never on an address a sandbox could reach. Started after the signal
-  // mask so that its thread never takes SIGTERM.
-  vault::AdminApi admin_api(*vault_shared);
-  auto admin_server = vault::AdminServer::start(state.admin_socket(), admin_api);
-  if (!admin_server)
-    return report_error(with_context("serve: the admin socket", admin_server.error()).error);
-  std::fprintf(stderr, "cordon: vault admin API on unix:%s\n", state.admin_socket().c_str());
-
-  // Steering: the program (or the nftables fallback) in this namespace, fed with the sockets
-  // above; sandbox interfaces are attached through the steering control socket.
-  std::unique_ptr<sandbox::SteeringService> steering;
-  if (steering_mode != "none") {
-    sandbox::SteeringServiceOptions sopts;
-    sopts.backend = steering_mode == "ebpf" ? sandbox::SteeringBackend::kEbpf
-                                            : sandbox::SteeringBackend::kNftables;
-    sopts.socket_path = state.steering_socket();
-    sopts.state_path = state.steering_state();
-    for (auto [fd, v6] : gateway.transparent_listener_fds()) {
-      (v6 ? sopts.tcp6_fd : sopts.tcp4_fd) = fd;
-      if (!v6 && !sopts.http_port) {
-        sockaddr_storage ss{};
-        socklen_t len = sizeof ss;
-        if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0)
-          sopts.http_port = ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-      }
-    }
-    if (dns) {
-      for (const auto& s : dns->socket_fds()) {
-        (s.ipv6 ? sopts.dns_udp6_fd : sopts.dns_udp4_fd) = s.udp;
-        (s.ipv6 ? sopts.dns_tcp6_fd : sopts.dns_tcp4_fd) = s.tcp;
-      }
-    }
-    sopts.dns_port = dns_port;
-    std::shared_ptr<audit::Writer> drop_writer = audit_writer;
-    auto s = sandbox::SteeringService::start(
-        sopts, [drop_writer](const sandbox::EgressDrop& d) { audit_drop(*drop_writer, d); });
-    if (!s) return report_error(with_context("serve: steering", s.error()).error);
-    steering = std::move(*s);
-    std::fprintf(stderr, "cordon: steering %s; control on unix:%s (%zu interfaces re-attached)\n",
-                 steering->mode_name().c_str(), state.steering_socket().c_str(),
-                 steering->attachments().size());
-  }
-  std::thread dns_thread;
-  if (dns) {
-    dns->start();
-    dns_thread = std::thread([dns_io] {
-      auto guard = boost::asio::make_work_guard(*dns_io);
-      dns_io->run();
-    });
-  }
-  gateway.start();
-  audit_reload(*audit_writer, true, f.rules, loaded.generation, "");
-
-  FileStamp last = stamp(f.rules);
-  while (true) {
-    timespec tick{1, 0};
-    int sig = sigtimedwait(&set, nullptr, &tick);
-    bool reload = sig == SIGHUP;
-    if (sig == SIGTERM || sig == SIGINT) break;
-    FileStamp now = stamp(f.rules);
-    if (now != last) {
-      reload = true;
-      last = now;
-    }
-    if (!reload) continue;
-    policy::LoadOutcome out = store->load_file(f.rules);
-    if (out.replaced) {
-      gateway.set_policy(adapters::make_policy_view(store->snapshot()));
-      if (dns) dns->set_policy(adapters::make_dns_policy(store->snapshot()));
-      std::fprintf(stderr, "cordon: rules reloaded (generation %llu)\n",
-                   static_cast<unsigned long long>(out.generation));
-    } else {
-      std::fprintf(stderr, "cordon: rules file %s refused, keeping generation %llu:\n%s",
-                   f.rules.c_str(), static_cast<unsigned long long>(out.generation),
-                   out.errors_text().c_str());
-    }
-    gateway.note_reload(out.replaced);
-    audit_reload(*audit_writer, out.replaced, f.rules, out.generation, out.errors_text());
-  }
-  std::fprintf(stderr, "cordon: shutting down\n");
-  // Fail closed: the program stays on the sandbox interfaces; once this process's sockets are
-  // gone, its listener slots are empty and every packet drops until serve runs again.
-  if (steering) {
-    steering->leave_attached();
-    steering.reset();
-  }
-  if (dns) {
-    dns->stop();
-    dns_io->stop();
-    if (dns_thread.joinable()) dns_thread.join();
-    dns.reset();
-  }
-  gateway.stop(5000);
-  auto closed = audit_writer->close();
-  if (!closed)
-    return report_error(with_context("serve: closing the audit log", closed.error()).error);
+  server::Server s(std::move(o));
+  server::RunOutcome out = s.run(stderr);
+  if (out.exit_code != 0) return report_error(out.error, out.exit_code);
   return kExitOk;
 }
 
 }  // namespace
 
 void add_serve_command(CLI::App& app, CliContext& ctx) {
-  auto flags = std::make_shared<ServeFlags>();
+  auto flags = std::make_shared<server::ServerOptions>();
+  flags->dns_queries_per_second = gateway::DnsResponderOptions{}.queries_per_second;
+  flags->dns_query_burst = gateway::DnsResponderOptions{}.query_burst;
+  auto warm = std::make_shared<std::vector<std::string>>();
   auto* cmd = app.add_subcommand("serve", "run the egress gateway");
   cmd->fallthrough();  // --state may follow the subcommand
   cmd->add_option("--rules", flags->rules, "rules file (YAML)")->required();
@@ -383,10 +55,11 @@ void add_serve_command(CLI::App& app, CliContext& ctx) {
                 "trust only --upstream-ca files for upstream certificates");
   cmd->add_option("--steering", flags->steering,
                   "confine sandbox interfaces: ebpf (tc program + bpf_sk_assign), nftables "
-                  "(TPROXY fallback), auto (what `cordon doctor` reports), none (default). "
+                  "(TPROXY fallback), auto (what `cordon doctor` reports), none. Default: auto "
+                  "when this process can steer (CAP_NET_ADMIN + CAP_BPF/CAP_SYS_ADMIN and "
+                  "--transparent-listen), else none with a notice. "
                   "Interfaces are attached by `cordon sandbox netns create` through "
-                  "STATE/steering.sock; they stay closed while serve is stopped")
-      ->capture_default_str();
+                  "STATE/steering.sock; they stay closed while serve is stopped");
   cmd->add_option("--dns-listen", flags->dns_listen,
                   "DNS responder ADDR:PORT, UDP and TCP (repeatable; with --steering: "
                   "127.0.0.1 and ::1, the steering finds the sockets)");
@@ -401,7 +74,21 @@ void add_serve_command(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--dns-query-burst", flags->dns_query_burst,
                   "DNS queries a sandbox may send at once above that rate")
       ->capture_default_str();
-  on_run(cmd, ctx, [&ctx, flags]() { return serve(ctx, *flags); });
+  cmd->add_option("--api-listen", flags->api_listen,
+                  "E2B-compatible API (control plane + envd relay) ADDR:PORT; loopback only "
+                  "unless --api-tls-cert/--api-tls-key are given (API keys travel on it); "
+                  "runs the sandbox manager");
+  cmd->add_option("--api-tls-cert", flags->api_tls_cert, "PEM certificate chain of the E2B API");
+  cmd->add_option("--api-tls-key", flags->api_tls_key, "PEM private key of the E2B API");
+  cmd->add_flag("--sandboxes", flags->sandboxes,
+                "run the sandbox manager and its control socket (STATE/sandbox.sock) even "
+                "without --api-listen");
+  cmd->add_option("--warm-pool", *warm,
+                  "TEMPLATE=N: keep N prepared sandboxes of a template (repeatable)");
+  cmd->add_option("--max-sandboxes", flags->max_sandboxes,
+                  "sandboxes (running, paused, pooled) beyond which creates answer 429")
+      ->capture_default_str();
+  on_run(cmd, ctx, [&ctx, flags, warm]() { return serve(ctx, *flags, *warm); });
 }
 
 }  // namespace cordon::cli

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <utility>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -16,6 +17,7 @@
 
 #include "gateway/detail/dns_client.h"
 #include "gateway/detail/impl.h"
+#include "gateway/stages/credential_injector.h"
 
 namespace cordon::gateway {
 
@@ -209,6 +211,14 @@ std::string Metrics::render() const {
   counter("cordon_cert_mints_refused_total", "Leaf mints refused by the mint rate.",
           cert_mint_refused);
   counter("cordon_audit_failures_total", "Audit appends that failed.", audit_failures);
+  auto gauge = [&](const char* name, const char* help, int64_t v) {
+    o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n";
+    o += std::string(name) + " " + std::to_string(v) + "\n";
+  };
+  gauge("cordon_upstream_pool_idle", "Idle upstream connections kept for reuse.", pool_idle);
+  gauge("cordon_upstream_tls_sessions", "Upstream TLS sessions kept for resumption.", tls_sessions);
+  if (audit_disk_bytes.load() >= 0)
+    gauge("cordon_audit_disk_bytes", "Bytes the audit log files take on disk.", audit_disk_bytes);
   o += "# HELP cordon_reloads_total Policy reloads by outcome.\n# TYPE cordon_reloads_total "
        "counter\n";
   o += "cordon_reloads_total{result=\"ok\"} " + std::to_string(reloads_ok) + "\n";
@@ -239,33 +249,30 @@ std::string Metrics::render() const {
 // ---- Impl -------------------------------------------------------------------------------------
 
 Gateway::Impl::~Impl() {
-  for (auto& [k, s] : sessions) SSL_SESSION_free(s);
+  for (auto& c : session_lru) SSL_SESSION_free(c.session);
 }
 
 Result<LeafCert> Gateway::Impl::leaf_for(const std::string& sni) {
-  std::lock_guard lk(leaf_mu);
-  if (auto it = leaves.find(sni); it != leaves.end()) return it->second;
-  auto now = Clock::now();
-  double elapsed = std::chrono::duration<double>(now - mint_refill).count();
-  mint_refill = now;
-  double rate = options.limits.max_mints_per_second;
-  mint_tokens = std::min(rate, mint_tokens + elapsed * rate);
-  if (mint_tokens < 1) {
-    metrics.cert_mint_refused++;
-    return fail("mint rate exceeded for " + sni);
-  }
-  mint_tokens -= 1;
+  // No cache of its own: the provider's is the only one (it renews leaves before they expire,
+  // a copy here would hand them out expired), and its budget the only mint budget.
   auto leaf = ports.certs->leaf_for(sni);
-  if (!leaf) return leaf;
-  metrics.cert_mints++;
-  // Bounded: the oldest entries are not tracked, so drop everything when full (the provider
-  // keeps its own cache; this one only spares the lock and the rate budget).
-  if (leaves.size() >= 10000) leaves.clear();
-  leaves.emplace(sni, *leaf);
+  if (!leaf) {
+    if (leaf.error().code == kCertMintRateLimited) metrics.cert_mint_refused++;
+    return leaf;
+  }
+  if (leaf->minted) metrics.cert_mints++;
   return leaf;
 }
 
-bool Gateway::Impl::audit(AuditRecord& rec) {
+bool Gateway::Impl::audit(AuditRecord& rec, const std::vector<std::string>* secrets) {
+  static const std::vector<std::string> kNone;
+  // The sandbox controls most of these (target, Host, SNI, method); the rest are cordon's own
+  // words, cheap to check (short texts are skipped at once).
+  for (std::string* f :
+       {&rec.sandbox, &rec.src, &rec.dst, &rec.sni, &rec.host, &rec.method, &rec.path,
+        &rec.destination, &rec.route, &rec.rule, &rec.reason, &rec.credential, &rec.token_id}) {
+    if (!f->empty()) redact_for_audit(*f, secrets ? *secrets : kNone);
+  }
   Status s = ports.audit->append(rec);
   if (!s) {
     metrics.audit_failures++;
@@ -292,18 +299,45 @@ void Gateway::Impl::release_sandbox_slot(const std::string& id) {
 
 void Gateway::Impl::store_session(const std::string& key, SSL_SESSION* s) {
   std::lock_guard lk(session_mu);
-  auto& slot = sessions[key];
-  if (slot) SSL_SESSION_free(slot);
-  slot = s;
+  if (auto it = sessions.find(key); it != sessions.end()) {
+    SSL_SESSION_free(it->second->session);
+    it->second->session = s;
+    session_lru.splice(session_lru.begin(), session_lru, it->second);
+    return;
+  }
+  session_lru.push_front(CachedSession{key, s});
+  sessions.emplace(key, session_lru.begin());
+  size_t cap = std::max<size_t>(1, options.limits.tls_session_cache_entries);
+  while (session_lru.size() > cap) {
+    SSL_SESSION_free(session_lru.back().session);
+    sessions.erase(session_lru.back().key);
+    session_lru.pop_back();
+  }
+  metrics.tls_sessions = static_cast<int64_t>(session_lru.size());
 }
 
 SSL_SESSION* Gateway::Impl::get_session(const std::string& key) {
   std::lock_guard lk(session_mu);
   auto it = sessions.find(key);
   if (it == sessions.end()) return nullptr;
-  if (!SSL_SESSION_is_resumable(it->second)) return nullptr;
-  SSL_SESSION_up_ref(it->second);
-  return it->second;
+  SSL_SESSION* s = it->second->session;
+  if (!SSL_SESSION_is_resumable(s)) return nullptr;
+  session_lru.splice(session_lru.begin(), session_lru, it->second);
+  SSL_SESSION_up_ref(s);
+  return s;
+}
+
+awaitable<void> Gateway::Impl::sweep_pool(Worker& worker) {
+  uint32_t timeout = options.limits.pool_idle_timeout_ms;
+  // A connection lives at most a quarter period past its timeout; at most 4 wake-ups a second.
+  auto period = std::chrono::milliseconds(std::clamp<uint32_t>(timeout / 4, 250, 5000));
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  while (!stopping) {
+    timer.expires_after(period);
+    error_code ec;
+    co_await timer.async_wait(redirect_error(use_awaitable, ec));
+    worker.pool.sweep(Clock::now());
+  }
 }
 
 // ---- TLS callbacks ----------------------------------------------------------------------------
@@ -349,7 +383,8 @@ int servername_cb(SSL* ssl, int* alert, void* arg) {
   }
   auto leaf = impl->leaf_for(auth->host);
   if (!leaf) {
-    hs->refusal = "leaf_unavailable";
+    hs->refusal =
+        leaf.error().code == kCertMintRateLimited ? "cert_mint_rate_limited" : "leaf_unavailable";
     *alert = SSL_AD_INTERNAL_ERROR;
     return SSL_TLSEXT_ERR_ALERT_FATAL;
   }
@@ -363,21 +398,27 @@ int servername_cb(SSL* ssl, int* alert, void* arg) {
   return SSL_TLSEXT_ERR_OK;
 }
 
+// Our preference, whatever the client's order: h2 (when GatewayOptions::http2), then
+// http/1.1. A client offering neither gets no ALPN (and speaks HTTP/1.1 or fails).
 int alpn_cb(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
-            unsigned int inlen, void*) {
-  // http/1.1 only for now; a client offering only h2 gets no ALPN (and speaks HTTP/1.1 or
-  // fails).
-  unsigned i = 0;
-  while (i < inlen) {
-    unsigned len = in[i];
-    if (i + 1 + len > inlen) break;
-    if (len == 8 && std::memcmp(in + i + 1, "http/1.1", 8) == 0) {
-      *out = in + i + 1;
-      *outlen = 8;
-      return SSL_TLSEXT_ERR_OK;
+            unsigned int inlen, void* arg) {
+  auto* impl = static_cast<Gateway::Impl*>(arg);
+  auto offered = [&](std::string_view proto) {
+    unsigned i = 0;
+    while (i < inlen) {
+      unsigned len = in[i];
+      if (i + 1 + len > inlen) break;
+      if (len == proto.size() && std::memcmp(in + i + 1, proto.data(), len) == 0) {
+        *out = in + i + 1;
+        *outlen = static_cast<unsigned char>(len);
+        return true;
+      }
+      i += 1 + len;
     }
-    i += 1 + len;
-  }
+    return false;
+  };
+  if (impl && impl->options.http2 && offered("h2")) return SSL_TLSEXT_ERR_OK;
+  if (offered("http/1.1")) return SSL_TLSEXT_ERR_OK;
   return SSL_TLSEXT_ERR_NOACK;
 }
 
@@ -426,10 +467,15 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options, Gateway
     if (!server) return with_context("gateway: --dns-server", server.error());
     impl->dns_server = *server;
   }
-  impl->mint_tokens = impl->options.limits.max_mints_per_second;
   unsigned n = impl->options.threads ? impl->options.threads : std::thread::hardware_concurrency();
   if (n == 0) n = 1;
-  for (unsigned i = 0; i < n; ++i) impl->workers.push_back(std::make_unique<Worker>());
+  const Limits& lim = impl->options.limits;
+  size_t share = std::max<size_t>(1, lim.pool_max_idle_total / n);
+  for (unsigned i = 0; i < n; ++i) {
+    impl->workers.push_back(std::make_unique<Worker>());
+    impl->workers.back()->pool.configure(share, lim.pool_max_idle_per_key, lim.pool_idle_timeout_ms,
+                                         &impl->metrics.pool_idle);
+  }
 
   impl->handshake_ex_index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
   impl->session_key_ex_index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, &free_key);
@@ -444,7 +490,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options, Gateway
     SSL_CTX_set_options(sctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
     SSL_CTX_set_tlsext_servername_callback(sctx, &servername_cb);
     SSL_CTX_set_tlsext_servername_arg(sctx, impl.get());
-    SSL_CTX_set_alpn_select_cb(sctx, &alpn_cb, nullptr);
+    SSL_CTX_set_alpn_select_cb(sctx, &alpn_cb, impl.get());
 
     impl->upstream_tls = std::make_unique<ssl::context>(ssl::context::tls_client);
     SSL_CTX* cctx = impl->upstream_tls->native_handle();
@@ -477,6 +523,7 @@ void Gateway::note_reload(bool ok) {
 }
 
 std::string Gateway::metrics_text() const {
+  impl_->metrics.audit_disk_bytes = impl_->ports.audit->disk_bytes();
   return impl_->metrics.render();
 }
 
@@ -600,6 +647,7 @@ awaitable<void> admin_session(Gateway::Impl* impl, Socket sock) {
     }
   } else if (req.rfind("GET /metrics ", 0) == 0) {
     status = "200 OK";
+    impl->metrics.audit_disk_bytes = impl->ports.audit->disk_bytes();
     body = impl->metrics.render();
     type = "text/plain; version=0.0.4";
   }
@@ -669,6 +717,9 @@ void Gateway::start() {
     asio::co_spawn(ctx0, admin_accept(impl_.get(), *impl_->admin_tcp), asio::detached);
   if (impl_->admin_unix)
     asio::co_spawn(ctx0, admin_accept(impl_.get(), *impl_->admin_unix), asio::detached);
+  for (auto& w : impl_->workers) {
+    asio::co_spawn(w->ctx, impl_->sweep_pool(*w), asio::detached);
+  }
   for (auto& w : impl_->workers) {
     Worker* wp = w.get();
     wp->thread = std::thread([wp] {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "gateway/h2/limits.h"
 #include "gateway/limits.h"
 #include "gateway/ports.h"
 
@@ -20,6 +21,9 @@ namespace cordon::gateway {
 
 struct GatewayOptions {
   Limits limits;
+  // HTTP/2 toward the sandbox: offered by ALPN on intercepted TLS when on; its limits.
+  bool http2 = true;
+  h2::H2Limits h2;
   // Static name → address map (an operator statement; the floors still apply to it).
   std::map<std::string, std::string> resolve;
   // "IP[:PORT]": resolve upstream names by querying this DNS server (A and AAAA, UDP with TCP

@@ -37,7 +37,15 @@ struct Limits {
   // in flight to one upstream: every request beyond it pays a new TCP + TLS handshake upstream
   // (8 under 32 keep-alive clients made cordon 10x slower than direct; bench/gateway/README.md).
   size_t pool_max_idle_per_key = 128;
+  // Idle upstream connections kept in all (every io thread keeps an even share, at least one).
+  // Past it the least recently used one is closed: distinct names (a `**.` wildcard) cannot
+  // pile up sockets.
+  size_t pool_max_idle_total = 1024;
+  // An idle upstream connection is closed after this long (and at once when the upstream
+  // closes it).
   uint32_t pool_idle_timeout_ms = 30'000;
+  // Upstream TLS sessions kept for resumption, one per host:port, least recently used dropped.
+  size_t tls_session_cache_entries = 1024;
 };
 
 }  // namespace cordon::gateway

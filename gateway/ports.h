@@ -30,13 +30,18 @@ struct LeafCert {
   std::shared_ptr<X509> cert;                // leaf for the SNI
   std::shared_ptr<EVP_PKEY> key;             // the (shared) leaf key
   std::vector<std::shared_ptr<X509>> chain;  // intermediates, may be empty
+  bool minted = false;                       // signed for this call, not served from a cache
 };
+
+// Error code of CertProvider::leaf_for when the mint budget (mints per second) refused it.
+inline constexpr int kCertMintRateLimited = 429;
 
 class CertProvider {
  public:
   virtual ~CertProvider() = default;
   // A leaf certificate for `sni` (already validated as a host name by the caller). May mint;
-  // must be fast when cached.
+  // must be fast when cached. The provider owns the only leaf cache (bounded, renewed before
+  // expiry) and the mint budget: over it, it fails with code kCertMintRateLimited.
   virtual Result<LeafCert> leaf_for(std::string_view sni) = 0;
 };
 
@@ -122,9 +127,19 @@ class NonBlocking {
   std::optional<T> value_;
 };
 
+// A sandbox's own narrowing of its profile (the E2B `network` settings): it can only refuse
+// what the profile would allow. Its holder may change what it permits at any time (a live
+// update), so the gateway asks it afresh for every request. Must be thread-safe and fast.
+class SandboxOverlay {
+ public:
+  virtual ~SandboxOverlay() = default;
+  virtual bool permits(std::string_view host) const = 0;
+};
+
 struct SandboxInfo {
   std::string id;
   std::string profile;
+  std::shared_ptr<const SandboxOverlay> overlay;  // nullptr: the profile as it is
 };
 
 class SandboxDirectory {
@@ -211,6 +226,8 @@ class AuditSink {
   // that the request that meets a failing log is itself denied (design.md §3). Cheap, no I/O.
   // A sink that cannot tell says healthy; its append() failures still fail closed.
   virtual Status health() const { return {}; }
+  // Bytes the log takes on disk now (for /metrics); -1 if the sink cannot tell. Cheap.
+  virtual int64_t disk_bytes() const { return -1; }
 };
 
 }  // namespace cordon::gateway

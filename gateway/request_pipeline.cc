@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 
 #include "gateway/stages/credential_injector.h"
 #include "gateway/stages/request_checks.h"
@@ -90,6 +91,34 @@ bool contains_ci(const std::vector<std::string>& lower_names, std::string_view n
                      [&](const std::string& n) { return ascii_iequals(n, name); });
 }
 
+// The methods a request asks the server to run instead of its own (X-HTTP-Method-Override and
+// its kin, the `_method` query parameter of web frameworks), upper-cased.
+std::vector<std::string> override_methods(const HeaderList& headers, std::string_view path) {
+  std::vector<std::string> out;
+  for (const auto& h : headers) {
+    if (ascii_iequals(h.name, "x-http-method-override") || ascii_iequals(h.name, "x-http-method") ||
+        ascii_iequals(h.name, "x-method-override")) {
+      out.push_back(h.value);
+    }
+  }
+  size_t q = path.find('?');
+  std::string_view query = q == std::string_view::npos ? std::string_view() : path.substr(q + 1);
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    size_t eq = pair.find('=');
+    if (ascii_iequals(pair.substr(0, eq), "_method"))
+      out.emplace_back(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1));
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+  }
+  for (auto& m : out) {
+    while (!m.empty() && (m.back() == ' ' || m.back() == '\t')) m.pop_back();
+    while (!m.empty() && (m.front() == ' ' || m.front() == '\t')) m.erase(0, 1);
+    for (auto& c : m) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::optional<Authority> parse_authority(std::string_view text) {
@@ -144,9 +173,31 @@ Verdict evaluate_request(const PolicyView& policy, const CredentialSource& crede
   rf.path = v.canonical_path;
   rf.tls = conn.tls;
   v.decision = policy.decide(rf);
+  // The sandbox's overlay narrows the profile, in report mode as well.
+  if (conn.sandbox.overlay && !conn.sandbox.overlay->permits(v.host)) {
+    v.decision.allow = false;
+    v.decision.report_only = false;
+    v.decision.credential.reset();
+    v.decision.reason = "overlay_denied";
+    v.decision.rule = "overlay";
+  }
   if (!v.decision.allow && !v.decision.report_only) {
     return refuse(v, 403, "egress_denied",
                   v.decision.reason.empty() ? "policy" : v.decision.reason);
+  }
+  // ---- method overrides: the route must allow the overridden method as well (one route:
+  // another route's credential or checks never apply), else the request is refused.
+  if (v.decision.allow) {
+    for (const std::string& m : override_methods(req.headers, v.canonical_path)) {
+      if (m == req.method) continue;
+      RequestFacts of = rf;
+      of.method = m;
+      Decision d = policy.decide(of);
+      // (mode: report decides deny as allow + report_only: reported, not refused)
+      if (d.report_only) continue;
+      if (!d.allow || d.route != v.decision.route)
+        return refuse(v, 403, "egress_denied", "method_override_denied");
+    }
   }
   auto dest = policy.destination(conn.sandbox.profile, v.host, v.port);
 

@@ -113,6 +113,33 @@ TEST_F(PipelineTest, DeniedByRouteMethodPathAndHost) {
   EXPECT_EQ(v.reason, "no_route");
 }
 
+// A server that honours a method override would run another method than the one decided on:
+// the overridden method must be allowed by the same route, else the request is refused.
+TEST_F(PipelineTest, MethodOverridesAreCheckedAgainstTheRouteToo) {
+  for (const char* h :
+       {"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override", "x-http-method-override"}) {
+    auto v = run(std::string("POST /repos/x HTTP/1.1\r\nHost: api.test\r\n") + h +
+                 ": DELETE\r\nContent-Length: 0\r\n\r\n");
+    EXPECT_EQ(v.status, 403) << h;
+    EXPECT_EQ(v.reason, "method_override_denied") << h;
+  }
+  auto q =
+      run("POST /repos/x?_method=delete HTTP/1.1\r\nHost: api.test\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(q.status, 403);
+  EXPECT_EQ(q.reason, "method_override_denied");
+  // An override the same route allows passes (GET on repos, which allows GET and POST).
+  auto ok =
+      run("POST /repos/x HTTP/1.1\r\nHost: api.test\r\nX-HTTP-Method-Override: GET\r\n"
+          "Content-Length: 0\r\n\r\n");
+  EXPECT_EQ(ok.status, 0) << ok.reason;
+  // Allowed by another route: refused (the credential and checks of one route only).
+  auto other = run("GET /open/x HTTP/1.1\r\nHost: api.test\r\nX-HTTP-Method: POST\r\n\r\n");
+  EXPECT_EQ(other.status, 403);
+  // A `_method` that only looks alike is not an override.
+  auto lookalike = run("GET /repos/x?my_method=DELETE HTTP/1.1\r\nHost: api.test\r\n\r\n");
+  EXPECT_EQ(lookalike.status, 0) << lookalike.reason;
+}
+
 TEST_F(PipelineTest, HostMustMatchSniAndAbsoluteFormMustNameIt) {
   EXPECT_EQ(run("GET /open/ HTTP/1.1\r\nHost: paste.test\r\n\r\n").reason, "host_sni_mismatch");
   EXPECT_EQ(run("GET /open/ HTTP/1.1\r\nHost: API.TEST:443\r\n\r\n").status, 0);

@@ -19,7 +19,9 @@
 #include "common/encoding.h"
 #include "gateway/detail/dns_client.h"
 #include "gateway/detail/impl.h"
+#include "gateway/detail/session_hooks.h"
 #include "gateway/detail/tunnel.h"
+#include "gateway/h2/connection.h"
 #include "gateway/stages/client_hello.h"
 
 namespace cordon::gateway {
@@ -179,13 +181,9 @@ awaitable<std::unique_ptr<UpstreamConn>> connect_upstream(
     Gateway::Impl& impl, Worker& worker, const PolicyView& policy, const std::string& host,
     uint16_t port, bool tls, Deadline& deadline, ByteStream*& in_flight, UpstreamError& err) {
   std::string key = (tls ? "https://" : "http://") + host + ":" + std::to_string(port);
-  auto& idle = worker.pool[key];
-  while (!idle.empty()) {
-    auto conn = std::move(idle.back());
-    idle.pop_back();
-    if (Clock::now() - conn->idle_since <
-            std::chrono::milliseconds(impl.options.limits.pool_idle_timeout_ms) &&
-        !socket_is_stale(conn->stream->socket())) {
+  while (auto conn = worker.pool.take(key, Clock::now())) {
+    // The pool's watch drops a connection the upstream closed, but may not have run yet.
+    if (!socket_is_stale(conn->stream->socket())) {
       impl.metrics.upstream_reused++;
       co_return conn;
     }
@@ -281,11 +279,8 @@ awaitable<std::unique_ptr<UpstreamConn>> connect_upstream(
   co_return conn;
 }
 
-void return_to_pool(Gateway::Impl& impl, Worker& worker, std::unique_ptr<UpstreamConn> conn) {
-  auto& idle = worker.pool[conn->key];
-  if (idle.size() >= impl.options.limits.pool_max_idle_per_key) return;
-  conn->idle_since = Clock::now();
-  idle.push_back(std::move(conn));
+void return_to_pool(Worker& worker, std::unique_ptr<UpstreamConn> conn) {
+  worker.pool.put(std::move(conn), Clock::now());
 }
 
 }  // namespace
@@ -352,6 +347,8 @@ struct ExchangeContext {
   ClientSide& client;
   ConnectionFacts facts;
   std::string sni;
+  // The secret values known for the request being answered (redacted from its audit line).
+  const std::vector<std::string>* secrets = nullptr;
 };
 
 AuditRecord base_record(const ExchangeContext& x) {
@@ -390,7 +387,8 @@ awaitable<bool> answer_error(ExchangeContext& x, HttpParser& req, AuditRecord& r
   rec.reason = std::string(reason);
   if (rec.rule.empty()) rec.rule = std::string(rule);
   rec.duration_us = micros_since(t0);
-  x.impl.audit(rec);  // before the answer: the line exists once the client can see the outcome
+  x.impl.audit(
+      rec, x.secrets);  // before the answer: the line exists once the client can see the outcome
   count_decision(x.impl, rec);
   error_code ec;
   std::string answer = render_error_response(status, std::string(error), std::string(rule),
@@ -439,6 +437,11 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
     co_return ExchangeEnd::kClose;
   }
   Verdict v = co_await evaluate_off_io(impl, *policy, x.facts, req.head());
+  x.secrets = &v.scrub_values;
+  struct ForgetSecrets {
+    ExchangeContext& x;
+    ~ForgetSecrets() { x.secrets = nullptr; }
+  } forget_secrets{x};
   rec.host = v.host;
   rec.path = v.canonical_path;
   rec.destination = v.decision.destination;
@@ -510,7 +513,7 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
     rec.decision = "error";
     rec.reason = "request_body_aborted";
     rec.duration_us = micros_since(t0);
-    impl.audit(rec);
+    impl.audit(rec, &v.scrub_values);
     count_decision(impl, rec);
     co_return ExchangeEnd::kClose;
   }
@@ -621,7 +624,7 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
     rec.bytes_down = moved.down;
     rec.reason = "websocket";
     rec.duration_us = micros_since(t0);
-    impl.audit(rec);
+    impl.audit(rec, &v.scrub_values);
     count_decision(impl, rec);
     co_return ExchangeEnd::kClose;
   }
@@ -637,20 +640,20 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
     // Mid-response failure: the client connection is closed, never left hanging or reused.
     rec.decision = "error";
     rec.reason = reason_fail.empty() ? "client_write_failed" : reason_fail;
-    impl.audit(rec);
+    impl.audit(rec, &v.scrub_values);
     count_decision(impl, rec);
     co_return ExchangeEnd::kClose;
   }
   rec.reason = rec.reason.empty() ? "allowed" : rec.reason;
   // The answer is delivered already. If its line cannot be written, the connection ends here:
   // nothing more passes on it unrecorded (new requests meet the audit check and are refused).
-  if (!impl.audit(rec) && impl.options.deny_on_audit_failure) close_client = true;
+  if (!impl.audit(rec, &v.scrub_values) && impl.options.deny_on_audit_failure) close_client = true;
   count_decision(impl, rec);
   // Reuse the upstream only if it is at a clean message boundary with nothing extra buffered.
   // (TLS read-ahead may hold bytes past the message: such a connection is not reused either.)
   if (resp.message_complete() && resp.head().keep_alive && !resp.needs_eof() && upos == uend &&
       !upstream_eof && !has_buffered(us)) {
-    return_to_pool(impl, x.worker, std::move(up));
+    return_to_pool(x.worker, std::move(up));
   }
   co_return close_client ? ExchangeEnd::kClose : ExchangeEnd::kKeepAlive;
 }
@@ -924,7 +927,21 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
   HttpParser req(HttpParser::Kind::kRequest, options.limits);
   HeadResult hr = co_await read_request_head(c, req, options.limits);
   sp = c.stream.get();
-  if (hr != HeadResult::kOk) co_return;
+  if (hr != HeadResult::kOk) {
+    // As on an intercepted connection: a head that does not parse, or ends early, is answered
+    // and audited (the writer escapes whatever bytes it holds); a silent close or a timeout is
+    // not a request.
+    if (hr == HeadResult::kClosed || c.deadline->fired()) co_return;
+    if (!req.message_started() && !req.failed()) co_return;
+    ExchangeContext bad{*this, *worker, c, {}, {}};
+    c.dst = req.head().target;
+    AuditRecord rec = base_record(bad);
+    rec.request_id = new_request_id();
+    rec.method = req.head().method;
+    co_await answer_error(bad, req, rec, req.failed() ? req.error_status() : 400, "bad_request", "",
+                          req.failed() ? "parse_error" : "truncated_head", Clock::now());
+    co_return;
+  }
 
   // Identify the sandbox: Proxy-Authorization: Basic base64(id:secret).
   std::optional<SandboxInfo> sandbox;
@@ -991,6 +1008,7 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
     co_return;
   }
   auto dest = policy->destination(sandbox->profile, auth->host, auth->port);
+  if (dest && sandbox->overlay && !sandbox->overlay->permits(auth->host)) dest.reset();
   if (!dest) {
     AuditRecord rec = base_record(x);
     rec.kind = "connection";
@@ -1041,6 +1059,10 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
   x.facts.tls = true;
   x.facts.connect_host = auth->host;
   x.sni = hs.sni;
+  if (negotiated_h2(*c.stream)) {
+    co_await serve_h2(*this, *worker, *c.stream, c.deadline, x.facts, c.src, c.dst, x.sni);
+    co_return;
+  }
   req.next_message();
   co_await http_loop(x, req, false);
 }
@@ -1100,6 +1122,7 @@ awaitable<void> Gateway::Impl::transparent_session(tcp::socket sock) {
     }
     auto policy = current_policy();
     auto dest = policy->destination(sandbox->profile, *peek.sni, 443);
+    if (dest && sandbox->overlay && !sandbox->overlay->permits(*peek.sni)) dest.reset();
     if (!dest) {
       audit_refused_connection(*this, c, sandbox->id, *peek.sni, "", "sni_not_allowed");
       co_return;
@@ -1121,6 +1144,10 @@ awaitable<void> Gateway::Impl::transparent_session(tcp::socket sock) {
     x.facts.host = hs.sni;
     x.facts.tls = true;
     x.sni = hs.sni;
+    if (negotiated_h2(*c.stream)) {
+      co_await serve_h2(*this, *worker, *c.stream, c.deadline, x.facts, c.src, c.dst, x.sni);
+      co_return;
+    }
   } else {
     x.facts.tls = false;
     x.facts.original_destination = address_text(local.address());
@@ -1128,5 +1155,39 @@ awaitable<void> Gateway::Impl::transparent_session(tcp::socket sock) {
   HttpParser req(HttpParser::Kind::kRequest, options.limits);
   co_await http_loop(x, req, false);
 }
+
+// ---- for the HTTP/2 connection loop (gateway/detail/session_hooks.h) ------------------------
+
+namespace detail {
+
+awaitable<std::unique_ptr<UpstreamConn>> open_upstream(Gateway::Impl& impl, Worker& worker,
+                                                       const PolicyView& policy,
+                                                       const std::string& host, uint16_t port,
+                                                       Deadline& deadline, ByteStream*& in_flight,
+                                                       int& status, std::string& reason) {
+  UpstreamError err;
+  auto conn =
+      co_await connect_upstream(impl, worker, policy, host, port, true, deadline, in_flight, err);
+  if (!conn) {
+    status = err.status;
+    reason = err.reason;
+  }
+  co_return conn;
+}
+
+void pool_upstream(Worker& worker, std::unique_ptr<UpstreamConn> conn) {
+  return_to_pool(worker, std::move(conn));
+}
+
+awaitable<Verdict> evaluate_request_off_io(Gateway::Impl& impl, const PolicyView& policy,
+                                           const ConnectionFacts& facts, const MessageHead& head) {
+  co_return co_await evaluate_off_io(impl, policy, facts, head);
+}
+
+std::string make_request_id() {
+  return new_request_id();
+}
+
+}  // namespace detail
 
 }  // namespace cordon::gateway

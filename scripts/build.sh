@@ -14,6 +14,11 @@ case "$flavour" in
   *) echo "build.sh: unknown flavour '$flavour' (release, asan, fuzz)" >&2; exit 2 ;;
 esac
 
+# ccache, when installed, makes rebuilds in a fresh clone (CI, a second flavour) cheap.
+if command -v ccache >/dev/null 2>&1; then
+  flags+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+
 if [ ! -f "$dir/build.ninja" ]; then
   cmake -S . -B "$dir" -G Ninja "${flags[@]}" >/dev/null
 fi

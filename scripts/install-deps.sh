@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(
   # toolchain
-  build-essential cmake ninja-build clang llvm lld pkg-config git
+  build-essential cmake ninja-build clang llvm lld pkg-config git ccache
   # libraries (design.md, DEVELOPERS.md)
   libssl-dev libnghttp2-dev libbpf-dev bpftool libboost-dev libsqlite3-dev libspdlog-dev
   libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
@@ -16,6 +16,12 @@ packages=(
   iproute2 nftables curl openssl ca-certificates procps psmisc util-linux dnsutils
   # the nested real-Linux boot test (tests/nested): outer QEMU, inner userland, initramfs
   qemu-system-x86 busybox-static cpio
+  # sandbox templates (sandbox/templates): the rootfs builder and the ext4 tools
+  mmdebstrap e2fsprogs
+  # the agent's protobuf messages; gVisor (node 20 and npm, for the real E2B SDK, come with the machine)
+  libprotobuf-dev protobuf-compiler runsc
+  # HTTP/2 test clients and a test h2 server (nghttp, h2load, nghttpd)
+  nghttp2-client nghttp2-server
 )
 if [ "${1:-}" = "--bench" ]; then
   packages+=(nginx squid-openssl mitmproxy wrk nghttp2-client python3)

@@ -551,6 +551,19 @@ Result<int64_t> Vault::put_secret(std::string_view name, const SecretValue& valu
     return fail("secret '" + std::string(name) + "' is larger than " +
                     std::to_string(kMaxSecretBytes) + " bytes",
                 code(ErrorCode::kInvalidArgument));
+  // Rendered into a header, CR or LF would split it and NUL cut it: refused here, when the
+  // operator can fix it, not at the first request that renders it.
+  for (size_t i = 0; i < value.size(); ++i) {
+    char c = value.view()[i];
+    if (c == '\r' || c == '\n' || c == '\0')
+      return fail("secret '" + std::string(name) + "' contains " +
+                      (c == '\r'   ? "CR"
+                       : c == '\n' ? "LF"
+                                   : "NUL") +
+                      " at byte " + std::to_string(i) +
+                      "; a secret value may not contain CR, LF or NUL",
+                  code(ErrorCode::kInvalidArgument));
+  }
   const std::string ctx = "storing secret '" + std::string(name) + "'";
   std::lock_guard lock(impl_->admin_mu);
   Db& db = impl_->admin;

@@ -96,6 +96,22 @@ TEST_F(VaultTest, RefusesGroupOrWorldReadableMasterKey) {
   }
 }
 
+// A value with CR, LF or NUL would split or cut the header it is rendered into: refused when
+// stored, naming the secret and the byte, never at the first request that renders it.
+TEST_F(VaultTest, RefusesSecretValuesWithCrLfOrNul) {
+  for (std::string bad : {std::string("ghp_a\r\nX-Evil: 1"), std::string("ghp_a\nb"),
+                          std::string("ghp_a\rb"), std::string("ghp_a\0b", 7)}) {
+    auto r = vault_->put_secret("github-pat", SecretValue(bad));
+    ASSERT_FALSE(r) << "accepted a value with a control byte";
+    EXPECT_EQ(error_code(r.error()), code(ErrorCode::kInvalidArgument));
+    EXPECT_NE(r.error().message.find("github-pat"), std::string::npos) << r.error().message;
+  }
+  auto list = vault_->list_secrets();
+  ASSERT_TRUE(list);
+  EXPECT_TRUE(list->empty());
+  EXPECT_TRUE(vault_->put_secret("github-pat", SecretValue("ghp_a\tb c")));  // tab, space: fine
+}
+
 TEST_F(VaultTest, RefusesWrongMasterKeyAtOpen) {
   ASSERT_TRUE(vault_->put_secret("a", SecretValue("value")));
   vault_.reset();

@@ -1,5 +1,7 @@
 #include "gateway/adapters/adapters.h"
 
+#include <atomic>
+
 #include "policy/path.h"
 
 namespace cordon::gateway::adapters {
@@ -11,8 +13,13 @@ class CacheCerts final : public CertProvider {
   explicit CacheCerts(std::shared_ptr<ca::LeafCertCache> c) : cache_(std::move(c)) {}
   Result<LeafCert> leaf_for(std::string_view sni) override {
     auto leaf = cache_->get(sni);
-    if (!leaf) return fail(leaf.error());
+    if (!leaf) {
+      if (leaf.error().code == int(ca::CaError::kRateLimited))
+        return fail(leaf.error().message, kCertMintRateLimited);
+      return fail(leaf.error());
+    }
     LeafCert out;
+    out.minted = leaf->minted;
     out.cert = leaf->cert;
     out.key = leaf->key;
     if (leaf->root) out.chain.push_back(leaf->root);
@@ -104,6 +111,7 @@ class WriterSink final : public AuditSink {
     return {};
   }
   Status health() const override { return w_->health(); }
+  int64_t disk_bytes() const override { return static_cast<int64_t>(w_->disk_bytes()); }
 
  private:
   std::shared_ptr<audit::Writer> w_;
@@ -125,28 +133,34 @@ std::optional<SandboxInfo> sandbox_of(const Result<std::optional<vault::SandboxI
 
 class VaultSandboxes final : public SandboxDirectory {
  public:
-  explicit VaultSandboxes(std::shared_ptr<vault::Vault> v) : v_(std::move(v)) {}
+  VaultSandboxes(std::shared_ptr<vault::Vault> v, std::shared_ptr<SandboxOverlays> o)
+      : v_(std::move(v)), overlays_(std::move(o)) {}
   std::optional<SandboxInfo> by_proxy_credentials(std::string_view id,
                                                   std::string_view secret) const override {
-    return sandbox_of(v_->verify_sandbox(id, secret));
+    return with_overlay(sandbox_of(v_->verify_sandbox(id, secret)));
   }
   std::optional<SandboxInfo> by_address(std::string_view ip) const override {
-    return sandbox_of(v_->sandbox_by_address(ip));
+    return with_overlay(sandbox_of(v_->sandbox_by_address(ip)));
   }
   NonBlocking<std::optional<SandboxInfo>> try_by_proxy_credentials(
       std::string_view id, std::string_view secret) const override {
     auto s = v_->try_verify_sandbox(id, secret);
     if (!s) return NonBlocking<std::optional<SandboxInfo>>::would_block();
-    return sandbox_of(*s);
+    return with_overlay(sandbox_of(*s));
   }
   NonBlocking<std::optional<SandboxInfo>> try_by_address(std::string_view ip) const override {
     auto s = v_->try_sandbox_by_address(ip);
     if (!s) return NonBlocking<std::optional<SandboxInfo>>::would_block();
-    return sandbox_of(*s);
+    return with_overlay(sandbox_of(*s));
   }
 
  private:
+  std::optional<SandboxInfo> with_overlay(std::optional<SandboxInfo> s) const {
+    if (s && overlays_) s->overlay = overlays_->get(s->id);
+    return s;
+  }
   std::shared_ptr<vault::Vault> v_;
+  std::shared_ptr<SandboxOverlays> overlays_;
 };
 
 Result<std::string> secret_of(const Result<std::shared_ptr<const vault::SecretValue>>& s) {
@@ -213,7 +227,12 @@ class VaultCredentials final : public CredentialSource {
 audit::Event to_audit_event(const AuditRecord& r) {
   audit::Event e;
   e.fields.reserve(16);  // the most added below: one allocation, no regrowth
-  e.event = r.kind == "connection" ? "connection_refused" : r.kind;
+  // A connection-level record is a refusal unless it was allowed: a passthrough splice.
+  if (r.kind == "connection") {
+    e.event = r.decision == "allow" ? "connection_passthrough" : "connection_refused";
+  } else {
+    e.event = r.kind;
+  }
   e.sandbox = r.sandbox;
   e.decision = r.decision;  // "allow" | "deny" | "error"
   e.reason = r.reason;
@@ -254,7 +273,55 @@ std::shared_ptr<AuditSink> make_audit_sink(std::shared_ptr<audit::Writer> w) {
   return std::make_shared<WriterSink>(std::move(w));
 }
 std::shared_ptr<SandboxDirectory> make_sandbox_directory(std::shared_ptr<vault::Vault> v) {
-  return std::make_shared<VaultSandboxes>(std::move(v));
+  return std::make_shared<VaultSandboxes>(std::move(v), nullptr);
+}
+std::shared_ptr<SandboxDirectory> make_sandbox_directory(std::shared_ptr<vault::Vault> v,
+                                                         std::shared_ptr<SandboxOverlays> o) {
+  return std::make_shared<VaultSandboxes>(std::move(v), std::move(o));
+}
+
+class LiveOverlay final : public SandboxOverlay {
+ public:
+  bool permits(std::string_view host) const override {
+    std::shared_ptr<const SandboxOverlay> cur;
+    {
+      std::lock_guard l(mu_);
+      cur = cur_;
+    }
+    if (gone_) return false;
+    return !cur || cur->permits(host);
+  }
+  void set(std::shared_ptr<const SandboxOverlay> o) {
+    std::lock_guard l(mu_);
+    cur_ = std::move(o);
+  }
+  void close() { gone_ = true; }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const SandboxOverlay> cur_;
+  std::atomic<bool> gone_{false};
+};
+
+void SandboxOverlays::set(const std::string& id, std::shared_ptr<const SandboxOverlay> o) {
+  std::lock_guard l(mu_);
+  auto& h = map_[id];
+  if (!h) h = std::make_shared<LiveOverlay>();
+  h->set(std::move(o));
+}
+
+void SandboxOverlays::erase(const std::string& id) {
+  std::lock_guard l(mu_);
+  auto it = map_.find(id);
+  if (it == map_.end()) return;
+  it->second->close();  // a connection still holding it refuses from now on
+  map_.erase(it);
+}
+
+std::shared_ptr<const SandboxOverlay> SandboxOverlays::get(const std::string& id) const {
+  std::lock_guard l(mu_);
+  auto it = map_.find(id);
+  return it == map_.end() ? nullptr : it->second;
 }
 std::shared_ptr<CredentialSource> make_credential_source(std::shared_ptr<vault::Vault> v) {
   return std::make_shared<VaultCredentials>(std::move(v));

@@ -3,7 +3,10 @@
 // library that owns it.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 
 #include "audit/writer.h"
 #include "ca/leaf_cache.h"
@@ -21,6 +24,25 @@ std::shared_ptr<const PolicyView> make_policy_view(std::shared_ptr<const policy:
 std::shared_ptr<AuditSink> make_audit_sink(std::shared_ptr<audit::Writer> writer);
 
 std::shared_ptr<SandboxDirectory> make_sandbox_directory(std::shared_ptr<vault::Vault> vault);
+
+class LiveOverlay;
+
+// Per-sandbox overlays (E2B network settings), set by whoever creates sandboxes (server/) and
+// attached to every SandboxInfo the directory answers. Thread-safe; bounded by the sandboxes.
+class SandboxOverlays {
+ public:
+  void set(const std::string& sandbox_id, std::shared_ptr<const SandboxOverlay> overlay);
+  void erase(const std::string& sandbox_id);
+  std::shared_ptr<const SandboxOverlay> get(const std::string& sandbox_id) const;
+
+ private:
+  mutable std::mutex mu_;
+  // One holder per sandbox, handed out once and updated in place, so that a change reaches
+  // the connections already open on their next request.
+  std::map<std::string, std::shared_ptr<LiveOverlay>> map_;
+};
+std::shared_ptr<SandboxDirectory> make_sandbox_directory(std::shared_ptr<vault::Vault> vault,
+                                                         std::shared_ptr<SandboxOverlays> overlays);
 std::shared_ptr<CredentialSource> make_credential_source(std::shared_ptr<vault::Vault> vault);
 
 // The audit event for a record (exposed for tests).

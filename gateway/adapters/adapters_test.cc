@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "common/testing/temp_dir.h"
+
 #include "gateway/request_pipeline.h"
 #include "gateway/testing/fakes.h"
 
@@ -173,6 +177,11 @@ TEST(AuditAdapter, RecordBecomesEventWithoutValues) {
   for (auto& [k, v] : e.fields) has_token = has_token || k == "token_id";
   EXPECT_TRUE(has_token);
   r.kind = "connection";
+  // An allowed connection-level record is a passthrough splice, never a refusal.
+  EXPECT_EQ(to_audit_event(r).event, "connection_passthrough");
+  r.decision = "deny";
+  EXPECT_EQ(to_audit_event(r).event, "connection_refused");
+  r.decision = "error";  // e.g. the upstream of a passthrough could not be reached
   EXPECT_EQ(to_audit_event(r).event, "connection_refused");
   // A summary line's counts become integer fields.
   r.counts = {{"dns_unlisted", 380}, {"dns_rate_limited", 9600}};
@@ -183,6 +192,22 @@ TEST(AuditAdapter, RecordBecomesEventWithoutValues) {
   }
   EXPECT_EQ(unlisted, 380);
   EXPECT_EQ(limited, 9600);
+}
+
+TEST(AuditAdapter, DiskBytesOfTheRealWriter) {
+  cordon::testing::TempDir dir;
+  auto w = audit::Writer::open(audit::WriterOptions{.dir = dir.path()});
+  ASSERT_TRUE(w) << w.error().message;
+  std::shared_ptr<audit::Writer> writer(std::move(*w));
+  auto sink = make_audit_sink(writer);
+  AuditRecord r;
+  r.kind = "request";
+  r.decision = "allow";
+  ASSERT_TRUE(sink->append(r));
+  ASSERT_TRUE(writer->flush());
+  EXPECT_EQ(sink->disk_bytes(),
+            static_cast<int64_t>(std::filesystem::file_size(dir.path() + "/audit.jsonl")));
+  EXPECT_GT(sink->disk_bytes(), 0);
 }
 
 }  // namespace

@@ -78,6 +78,9 @@ class HttpParser {
   // When on (default), chunked bodies are re-chunked; when off, the body is emitted raw
   // (the caller then frames it itself, e.g. EOF-delimited).
   void set_rechunk(bool on) { rechunk_ = on; }
+  // The trailers of a chunked message, as received (after message_complete()); with rechunk
+  // off they are not rendered into body_out(), the caller relays them (HTTP/2).
+  const Headers& trailers() const { return trailers_; }
   // Trailer names never forwarded (besides framing/routing ones), e.g. credential headers.
   void set_dropped_trailers(std::vector<std::string> lower_names) {
     dropped_trailers_ = std::move(lower_names);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -131,6 +132,10 @@ struct Metrics {
   std::atomic<uint64_t> audit_failures{0};
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};
+  std::atomic<int64_t> pool_idle{0};     // idle upstream connections, all io threads
+  std::atomic<int64_t> tls_sessions{0};  // upstream TLS sessions kept for resumption
+  // Bytes the audit log takes on disk, from the sink (negative: the sink cannot tell).
+  std::atomic<int64_t> audit_disk_bytes{-1};
   static constexpr double kBucketsSec[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                            0.1,    0.25,  0.5,    1,     2.5,  5,     10};
   static constexpr size_t kBuckets = sizeof(kBucketsSec) / sizeof(kBucketsSec[0]);
@@ -147,10 +152,61 @@ struct UpstreamConn {
   Clock::time_point idle_since;
 };
 
+// The idle upstream connections of one io thread (gateway/detail/upstream_pool.cc): bounded in
+// total and per key (LRU), closed as soon as the upstream closes them (or sends anything
+// unasked), and after an idle timeout. A stream of distinct names (a `**.` wildcard) therefore
+// keeps at most the total cap of sockets, never one CLOSE-WAIT socket per name. Used only from
+// its io thread; cleared while its io_context still exists (the watches are operations on it).
+class UpstreamPool {
+ public:
+  UpstreamPool() = default;
+  ~UpstreamPool() { clear(); }
+  UpstreamPool(const UpstreamPool&) = delete;
+  UpstreamPool& operator=(const UpstreamPool&) = delete;
+
+  // Caps (each at least 1) and the idle timeout; `gauge` (may be null) follows size().
+  void configure(size_t max_total, size_t max_per_key, uint32_t idle_timeout_ms,
+                 std::atomic<int64_t>* gauge);
+
+  // The most recently returned idle connection for `key` that has not timed out, or null.
+  // (Whether its socket is still clean is the caller's check: the watch may not have run yet.)
+  std::unique_ptr<UpstreamConn> take(const std::string& key, Clock::time_point now);
+  // Keeps `conn` idle (its key is conn->key) and watches its socket. Past a cap the least
+  // recently used connection (of the key, or overall) is closed.
+  void put(std::unique_ptr<UpstreamConn> conn, Clock::time_point now);
+  // Closes the connections idle for longer than the timeout.
+  void sweep(Clock::time_point now);
+  void clear();
+
+  size_t size() const { return lru_.size(); }
+  size_t keys() const { return by_key_.size(); }
+
+ private:
+  struct Entry {
+    std::unique_ptr<UpstreamConn> conn;
+    uint64_t id = 0;
+  };
+  using Iter = std::list<Entry>::iterator;
+  // Removes an entry from every index; returns its connection (the caller keeps or drops it).
+  std::unique_ptr<UpstreamConn> unlink(Iter it);
+  void drop(uint64_t id);
+  void watch(Entry& e);
+  void update_gauge();
+
+  size_t max_total_ = 1, max_per_key_ = 1;
+  uint32_t idle_timeout_ms_ = 30'000;
+  std::atomic<int64_t>* gauge_ = nullptr;
+  int64_t reported_ = 0;
+  uint64_t next_id_ = 1;
+  std::list<Entry> lru_;                                       // front = most recently returned
+  std::unordered_map<std::string, std::vector<Iter>> by_key_;  // back = most recent
+  std::unordered_map<uint64_t, Iter> by_id_;
+};
+
 struct Worker {
   asio::io_context ctx{1};
-  // Idle upstream connections by "host:port", used only from this worker's thread.
-  std::unordered_map<std::string, std::vector<std::unique_ptr<UpstreamConn>>> pool;
+  // Idle upstream connections, used only from this worker's thread. After ctx: destroyed first.
+  UpstreamPool pool;
   std::thread thread;
 };
 
@@ -204,15 +260,15 @@ struct Gateway::Impl {
   // Audit health: set when an append fails, cleared when one succeeds.
   std::atomic<bool> audit_failed{false};
 
-  // Leaf cache and mint rate (token bucket), gateway-wide.
-  std::mutex leaf_mu;
-  std::unordered_map<std::string, LeafCert> leaves;
-  double mint_tokens = 0;
-  detail::Clock::time_point mint_refill = detail::Clock::now();
-
-  // TLS session cache for upstreams, by "host:port".
+  // TLS session cache for upstreams, by "host:port": LRU (front = most recent), bounded by
+  // Limits::tls_session_cache_entries.
   std::mutex session_mu;
-  std::unordered_map<std::string, SSL_SESSION*> sessions;
+  struct CachedSession {
+    std::string key;
+    SSL_SESSION* session;
+  };
+  std::list<CachedSession> session_lru;
+  std::unordered_map<std::string, std::list<CachedSession>::iterator> sessions;
 
   // Open connections per sandbox.
   std::mutex conn_mu;
@@ -222,8 +278,9 @@ struct Gateway::Impl {
   detail::Worker& pick_worker() { return *workers[next_worker++ % workers.size()]; }
   Result<LeafCert> leaf_for(const std::string& sni);
   // False if the line may be lost: counted, and every later request is refused until an
-  // append succeeds again (deny_on_audit_failure).
-  bool audit(AuditRecord& rec);
+  // append succeeds again (deny_on_audit_failure). Every string field is redacted first: no
+  // proxy token and none of `secrets` (the values known for this request) reaches the log.
+  bool audit(AuditRecord& rec, const std::vector<std::string>* secrets = nullptr);
   // False once an append failed (until one succeeds) or while the sink says it cannot write:
   // asked before forwarding, so the request that meets the failure is itself denied.
   bool audit_ready() const { return !audit_failed.load() && ports.audit->health(); }
@@ -233,6 +290,8 @@ struct Gateway::Impl {
   SSL_SESSION* get_session(const std::string& key);
 
   detail::awaitable<void> accept_loop(detail::tcp::acceptor& acc, bool transparent);
+  // Closes a worker's idle upstream connections past the idle timeout, until stop.
+  detail::awaitable<void> sweep_pool(detail::Worker& worker);
   detail::awaitable<void> proxy_session(detail::tcp::socket sock);
   detail::awaitable<void> transparent_session(detail::tcp::socket sock);
 };

@@ -455,4 +455,65 @@ std::vector<ScrubbedHeader> scrub_response_headers(HeaderList& headers,
   return removed;
 }
 
+namespace {
+
+// Replaces the raw token shapes of `text` (the scan of find_in_layer, without decoding).
+bool redact_raw_tokens(std::string& text) {
+  bool changed = false;
+  size_t i = 0;
+  while (i + kTokenPrefix.size() <= text.size()) {
+    size_t at = std::string::npos;
+    for (size_t k = i; k + kTokenPrefix.size() <= text.size(); ++k) {
+      if ((text[k] | 0x20) == 'c' &&
+          ascii_iequals(std::string_view(text).substr(k, kTokenPrefix.size()), kTokenPrefix)) {
+        at = k;
+        break;
+      }
+    }
+    if (at == std::string::npos) break;
+    size_t j = at + kTokenPrefix.size();
+    while (j < text.size() && is_b64url_char(text[j])) ++j;
+    if (j - at - kTokenPrefix.size() < kTokenMinTail) {
+      i = at + 1;
+      continue;
+    }
+    size_t sep = j - kTokenSecretChars - 1;
+    std::string kept = text[sep] == '_' ? text.substr(at, sep + 1 - at) : std::string(kTokenPrefix);
+    std::string replacement = kept + "[redacted]";
+    text.replace(at, j - at, replacement);
+    i = at + replacement.size();
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace
+
+bool redact_for_audit(std::string& text, const std::vector<std::string>& secrets) {
+  bool changed = false;
+  // Decoding only shrinks a layer: a text shorter than the shortest token holds none.
+  constexpr size_t kShortestToken = kTokenPrefix.size() + kTokenMinTail;
+  if (text.size() >= kShortestToken) changed = redact_raw_tokens(text);
+  size_t shortest_secret = static_cast<size_t>(-1);
+  for (const auto& secret : secrets) {
+    if (secret.empty()) continue;
+    shortest_secret = std::min(shortest_secret, secret.size());
+    for (size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at)) {
+      text.replace(at, secret.size(), "[secret]");
+      at += 8;
+      changed = true;
+    }
+  }
+  bool hidden = text.size() >= kShortestToken && !find_proxy_tokens(text).empty();
+  if (!hidden && text.size() >= shortest_secret) {
+    ResponseScrubber scrubber(secrets);
+    hidden = scrubber.leak_form(Header{"", text}) != nullptr;
+  }
+  if (hidden) {
+    text = "[redacted]";
+    changed = true;
+  }
+  return changed;
+}
+
 }  // namespace cordon::gateway

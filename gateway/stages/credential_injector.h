@@ -140,4 +140,11 @@ class ResponseScrubber {
   size_t used_[2] = {0, 0};
 };
 
+// Audit side (design.md §3: no secret in audit lines): rewrites `text`, an audited string that
+// the sandbox may control, so that it holds no proxy token and none of `secrets`. A token's
+// secret part is replaced ("cdn_<id>_[redacted]": the id stays, it names the row), a raw secret
+// value by "[secret]"; if a token or a secret is still found in a decoded layer (percent-encoded,
+// base64), the whole text becomes "[redacted]". Returns true if it changed anything.
+bool redact_for_audit(std::string& text, const std::vector<std::string>& secrets);
+
 }  // namespace cordon::gateway

@@ -527,3 +527,40 @@ TEST(Scrub, NoSecretsNoChange) {
 
 }  // namespace
 }  // namespace cordon::gateway
+
+namespace cordon::gateway {
+namespace {
+
+TEST(AuditRedaction, TokensLoseTheirSecretPartWhereverTheyAre) {
+  const std::string token = make_token("0123456789abcdef");
+  const std::string secret_part = token.substr(token.rfind('_') + 1);
+  std::string path = "/v1/x?access_token=" + token + "&b=" + token;
+  EXPECT_TRUE(redact_for_audit(path, {}));
+  EXPECT_EQ(path,
+            "/v1/x?access_token=cdn_0123456789abcdef_[redacted]&b=cdn_0123456789abcdef_"
+            "[redacted]");
+  // Upper-case prefix, and one percent-encoded byte: the decoded layer still holds it.
+  std::string upper = "CDN_" + token.substr(4);
+  EXPECT_TRUE(redact_for_audit(upper, {}));
+  EXPECT_EQ(upper.find(secret_part), std::string::npos) << upper;
+  std::string encoded = "/p/%63" + token.substr(1);
+  EXPECT_TRUE(redact_for_audit(encoded, {}));
+  EXPECT_EQ(encoded, "[redacted]");
+  std::string plain = "/repos/a/b";
+  EXPECT_FALSE(redact_for_audit(plain, {}));
+  EXPECT_EQ(plain, "/repos/a/b");
+}
+
+TEST(AuditRedaction, KnownSecretValuesAreReplaced) {
+  std::string path = "/echo/" + kSecret + "/x";
+  EXPECT_TRUE(redact_for_audit(path, {kSecret}));
+  EXPECT_EQ(path, "/echo/[secret]/x");
+  std::string pct = "/echo/ghp%5FREALSECRETvalue0123456789";
+  EXPECT_TRUE(redact_for_audit(pct, {kSecret}));
+  EXPECT_EQ(pct, "[redacted]");
+  std::string other = "/echo/nothing";
+  EXPECT_FALSE(redact_for_audit(other, {kSecret, ""}));
+}
+
+}  // namespace
+}  // namespace cordon::gateway

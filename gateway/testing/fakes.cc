@@ -6,8 +6,16 @@ namespace cordon::gateway::testing {
 
 Result<LeafCert> FakeCerts::leaf_for(std::string_view sni) {
   std::lock_guard lk(mu_);
+  if (auto it = cache_.find(sni); it != cache_.end()) {
+    LeafCert hit = it->second;
+    hit.minted = false;
+    return hit;
+  }
   ++mints_;
-  return ca_.issue({std::string(sni)}, key_);
+  LeafCert leaf = ca_.issue({std::string(sni)}, key_);
+  leaf.minted = true;
+  if (cache_.size() < 1024) cache_.emplace(std::string(sni), leaf);
+  return leaf;
 }
 
 const FakeDestination* FakePolicy::find(std::string_view profile, std::string_view host,

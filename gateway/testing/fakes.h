@@ -3,6 +3,7 @@
 // refuses every ambiguous shape rather than canonicalizing).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -29,6 +30,7 @@ class FakeCerts : public CertProvider {
   std::shared_ptr<EVP_PKEY> key_;
   mutable std::mutex mu_;
   int mints_ = 0;
+  std::map<std::string, LeafCert, std::less<>> cache_;  // by name (tests mint few)
 };
 
 struct FakeRoute {
@@ -113,6 +115,8 @@ class MemoryAudit : public AuditSink {
   Status health() const override;
   std::vector<AuditRecord> records() const;
   void clear();
+  int64_t disk_bytes() const override { return disk_bytes_.load(); }
+  void set_disk_bytes(int64_t n) { disk_bytes_ = n; }
   void set_failing(bool f) {
     std::lock_guard lk(mu_);
     failing_ = f;
@@ -125,6 +129,7 @@ class MemoryAudit : public AuditSink {
   }
 
  private:
+  std::atomic<int64_t> disk_bytes_{-1};
   mutable std::mutex mu_;
   std::vector<AuditRecord> records_;
   bool failing_ = false;

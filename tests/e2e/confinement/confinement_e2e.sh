@@ -231,7 +231,7 @@ check "gateway restarted: the interface is re-attached" grep -q "1 interfaces re
 check "gateway restarted: service is back" test "$(curl_sb https://api.allowed.test/hello)" = 200
 "$cordon" sandbox netns delete "$sb" --gateway-netns "$gw" >/dev/null 2>&1
 check "sandbox deleted: namespace gone" test ! -e "/run/netns/$sb"
-check "sandbox deleted: registration gone" bash -c "! '$cordon' sandbox list | grep -q '$sb'"
+check "sandbox deleted: registration gone" bash -c "! '$cordon' sandbox list --registrations | grep -q '$sb'"
 
 # ---- 100 sandboxes ---------------------------------------------------------------------------
 made=0
@@ -252,7 +252,7 @@ check "  ... no sandbox interface left" bash -c "! ip -n $gw -o link | grep -q '
 check "  ... no fwmark rule left" bash -c "! ip -n $gw rule | grep -q fwmark"
 check "  ... no route in table 100" test -z "$(ip -n "$gw" route show table 100 2>/dev/null)"
 check "  ... no namespace left" bash -c "! ls /run/netns | grep -q 'cdt-cf-m-$id-'"
-check "  ... no registration left" bash -c "! '$cordon' sandbox list | grep -q 'cdt-cf-m-$id-'"
+check "  ... no registration left" bash -c "! '$cordon' sandbox list --registrations | grep -q 'cdt-cf-m-$id-'"
 check "  ... steering state empty" test "$(tr -d ' \n' <"$CORDON_HOME/steering.json")" = "[]"
 check "the audit chain verifies" "$cordon" audit verify
 

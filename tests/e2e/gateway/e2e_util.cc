@@ -7,6 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/bn.h>
+#include <openssl/x509.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -134,6 +137,29 @@ bool RawClient::start_tls(const std::string& sni, const std::string& ca_pem_path
     SSL_set1_host(ssl_, sni.c_str());
   }
   return SSL_connect(ssl_) == 1;
+}
+
+std::string RawClient::peer_serial() const {
+  X509* c = ssl_ ? SSL_get0_peer_certificate(ssl_) : nullptr;
+  if (!c) return "";
+  BIGNUM* bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(c), nullptr);
+  char* hex = BN_bn2hex(bn);
+  std::string out = hex ? hex : "";
+  OPENSSL_free(hex);
+  BN_free(bn);
+  return out;
+}
+
+std::string RawClient::peer_not_after() const {
+  X509* c = ssl_ ? SSL_get0_peer_certificate(ssl_) : nullptr;
+  if (!c) return "";
+  BIO* b = BIO_new(BIO_s_mem());
+  ASN1_TIME_print(b, X509_get0_notAfter(c));
+  char* data = nullptr;
+  long n = BIO_get_mem_data(b, &data);
+  std::string out(data, static_cast<size_t>(n));
+  BIO_free(b);
+  return out;
 }
 
 bool RawClient::send(const std::string& data) {

@@ -33,6 +33,9 @@ class RawClient {
   std::string connect_tunnel(const std::string& authority, const std::string& user_pass);
   // TLS over the connection; sni empty = no SNI. Verifies against ca_pem_path with host sni.
   bool start_tls(const std::string& sni, const std::string& ca_pem_path);
+  // After start_tls: the server certificate's serial (hex) and notAfter (ASN.1 text), "" if none.
+  std::string peer_serial() const;
+  std::string peer_not_after() const;
   bool send(const std::string& data);
   // Reads until the peer closes or the timeout passes.
   std::string read_until_close();

@@ -13,6 +13,10 @@
 #include <fstream>
 #include <thread>
 
+#include "ca/ca.h"
+#include "ca/leaf_cache.h"
+#include "common/encoding.h"
+#include "gateway/adapters/adapters.h"
 #include "gateway/gateway.h"
 #include "gateway/testing/fake_dns.h"
 #include "gateway/testing/fake_upstream.h"
@@ -135,7 +139,10 @@ class GatewayE2E : public ::testing::Test {
         {"untrusted.test", "127.0.0.1"},  {"plain.test", "127.0.0.1"}, {"pt.test", "127.0.0.1"}};
     opts.limits.header_read_timeout_ms = 800;
     customize(opts);
-    auto gw = Gateway::create(opts, {certs, sandboxes, creds, audit});
+    std::shared_ptr<CertProvider> cert_provider = certs;
+    customize_certs(cert_provider);
+    if (::testing::Test::HasFatalFailure()) return;
+    auto gw = Gateway::create(opts, {cert_provider, sandboxes, creds, audit});
     ASSERT_TRUE(gw) << gw.error().message;
     gateway = std::move(*gw);
     gateway->set_policy(policy);
@@ -148,6 +155,8 @@ class GatewayE2E : public ::testing::Test {
     gateway->start();
   }
   virtual void customize(GatewayOptions&) {}
+  // May replace the leaf provider (and rewrite gateway_ca to its root).
+  virtual void customize_certs(std::shared_ptr<CertProvider>&) {}
 
   void TearDown() override {
     if (gateway) gateway->stop(500);
@@ -703,6 +712,11 @@ TEST_F(GatewayE2E, AdminHealthAndMetrics) {
   EXPECT_NE(m.find("cordon_requests_total{decision=\"deny\"} 1"), std::string::npos) << m;
   EXPECT_NE(m.find("cordon_cert_mints_total 1"), std::string::npos) << m;
   EXPECT_NE(m.find("cordon_request_duration_seconds_count 2"), std::string::npos) << m;
+  EXPECT_EQ(m.find("cordon_audit_disk_bytes"), std::string::npos);  // the sink cannot tell
+  audit->set_disk_bytes(123456);
+  m = admin_get("/metrics");
+  EXPECT_NE(m.find("cordon_audit_disk_bytes 123456"), std::string::npos) << m;
+  EXPECT_NE(m.find("cordon_upstream_pool_idle "), std::string::npos) << m;
 }
 
 }  // namespace
@@ -779,14 +793,156 @@ TEST_F(ShortIdleE2E, SilentWebSocketTunnelIsClosedAtTheIdleTimeout) {
   EXPECT_GE(recs[0].bytes_up, 12u);
 }
 
-TEST_F(LimitedE2E, MintRateRefusesHandshakeFloods) {
+}  // namespace
+}  // namespace cordon::gateway
+
+// ---- the real CA behind the gateway: one leaf cache (renewed before expiry), one mint budget --
+
+namespace cordon::gateway {
+namespace {
+
+class RealCaE2E : public GatewayE2E {
+ protected:
+  void customize_certs(std::shared_ptr<CertProvider>& provider) override {
+    auto ca = ca::Authority::create(StateDir{tmp + "/state"}, false);
+    ASSERT_TRUE(ca) << ca.error().message;
+    authority = *ca;
+    std::ofstream(gateway_ca, std::ios::trunc) << authority->root_pem();
+    ca::LeafCacheOptions o;
+    o.renew_margin = std::chrono::hours(1);
+    o.mints_per_second = mints_per_second();
+    o.clock = [this] {
+      std::lock_guard lk(clock_mu);
+      return clock_now;
+    };
+    cache = std::make_shared<ca::LeafCertCache>(authority, o);
+    provider = adapters::make_cert_provider(cache);
+  }
+  virtual double mints_per_second() const { return 0; }
+  void set_clock(SystemTime t) {
+    std::lock_guard lk(clock_mu);
+    clock_now = t;
+  }
+
+  std::shared_ptr<const ca::Authority> authority;
+  std::shared_ptr<ca::LeafCertCache> cache;
+  std::mutex clock_mu;
+  // Starts 30 minutes short of a leaf lifetime (7 days) in the past, so that the first leaf
+  // expires 30 minutes from the real now: every leaf stays valid for the (real-time) client.
+  SystemTime real_start = std::chrono::system_clock::now();
+  SystemTime clock_now = real_start - std::chrono::hours(7 * 24) + std::chrono::minutes(30);
+};
+
+TEST_F(RealCaE2E, LeavesAreRenewedBeforeTheyExpireOnALongRunningGateway) {
+  bool ok = false;
+  auto a = tunnel("api.test", "api.test", &ok);
+  ASSERT_TRUE(ok);
+  std::string first = a->peer_serial(), first_after = a->peer_not_after();
+  ASSERT_FALSE(first.empty());
+  a.reset();
+  auto b = tunnel("api.test", "api.test", &ok);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(b->peer_serial(), first);  // cached
+  b.reset();
+  // Almost 7 days later: the cached leaf has 30 minutes left, under the renewal margin.
+  set_clock(real_start);
+  auto c = tunnel("api.test", "api.test", &ok);
+  ASSERT_TRUE(ok);
+  EXPECT_NE(c->peer_serial(), first) << "an old leaf was served past its renewal point";
+  EXPECT_NE(c->peer_not_after(), first_after);
+  auto st = cache->stats();
+  EXPECT_EQ(st.mints, 2u);
+  EXPECT_EQ(st.renewals, 1u);
+  std::string m = admin_get("/metrics");
+  EXPECT_NE(m.find("cordon_cert_mints_total 2"), std::string::npos) << m;
+}
+
+class MintBudgetE2E : public RealCaE2E {
+ protected:
+  double mints_per_second() const override { return 1; }
+};
+
+TEST_F(MintBudgetE2E, MintRateRefusesHandshakeFloodsAndSaysSo) {
+  set_clock(real_start);
   auto r = curl({api("/echo")});
   EXPECT_EQ(r.http_code, 200);  // one mint
   r = curl({api("/x", "paste.test")});
   EXPECT_NE(r.exit_code, 0);  // a second new name within the same second: refused
-  EXPECT_EQ(last_record().reason, "leaf_unavailable");
+  auto refused = audit_with_reason("cert_mint_rate_limited");
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].sni, "paste.test");
   r = curl({api("/echo")});  // cached leaves are not limited
   EXPECT_EQ(r.http_code, 200);
+  std::string m = admin_get("/metrics");
+  EXPECT_NE(m.find("cordon_cert_mints_refused_total 1"), std::string::npos) << m;
+  EXPECT_EQ(cache->stats().mints, 1u);
+}
+
+// ---- audit lines carry no token and no secret, whichever field the sandbox put them in -------
+
+std::string audited_text(const AuditRecord& r) {
+  std::string t;
+  for (const std::string* f :
+       {&r.request_id, &r.sandbox, &r.src, &r.dst, &r.sni, &r.host, &r.method, &r.path,
+        &r.destination, &r.route, &r.rule, &r.decision, &r.reason, &r.credential, &r.token_id}) {
+    t += *f;
+    t += '\n';
+  }
+  return t;
+}
+
+TEST_F(GatewayE2E, NoTokenOrSecretReachesTheAuditLog) {
+  const std::string secret_part = kGoodToken.substr(kGoodToken.rfind('_') + 1);
+  ASSERT_GE(secret_part.size(), 40u);
+  auto r = curl({api("/echo?access_token=" + kGoodToken)});
+  EXPECT_EQ(r.http_code, 403);
+  r = curl({api("/data/" + kGoodToken)});
+  EXPECT_EQ(r.http_code, 403);
+  std::string encoded = "%63" + kGoodToken.substr(1);  // "cdn_" with its c percent-encoded
+  r = curl({api("/data/x?t=" + encoded)});
+  EXPECT_EQ(r.http_code, 403);
+  // Absolute-form plain HTTP: the request target is also the audited dst.
+  r = curl({"http://plain.test:" + std::to_string(plain_upstream->port()) + "/x?t=" + kGoodToken});
+  EXPECT_EQ(r.http_code, 403);
+  // A secret value the gateway knows (it injects it for this route) placed in the path.
+  r = curl({api(std::string("/echo/") + kSecret)});
+  EXPECT_EQ(r.http_code, 200);
+  auto misuse = audit_with_reason("token_misuse", 4);
+  EXPECT_EQ(misuse.size(), 4u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto recs = audit->records();
+  EXPECT_GE(recs.size(), 5u);
+  bool saw_id = false;
+  for (const auto& rec : recs) {
+    std::string t = audited_text(rec);
+    EXPECT_EQ(t.find(secret_part), std::string::npos) << t;
+    EXPECT_EQ(t.find(kSecret), std::string::npos) << t;
+    saw_id = saw_id || t.find("cdn_tok1_") != std::string::npos || rec.token_id == "tok1";
+  }
+  EXPECT_TRUE(saw_id) << "the token id (not secret) should stay visible";
+}
+
+// ---- a head the proxy listener cannot parse is answered and audited ------------------------
+
+TEST_F(GatewayE2E, UnparsableHeadAtTheProxyListenerIsAnswered400AndAudited) {
+  RawClient c;
+  ASSERT_TRUE(c.connect_tcp(proxy_port));
+  c.send("GET http://api.test/ HTTP/1.1\r\nHost: api.test\r\nBad\x01Header: \"x\"\r\n\r\n");
+  std::string r = c.read_until_close();
+  EXPECT_NE(r.find("HTTP/1.1 400"), std::string::npos) << r;
+  auto recs = audit_with_reason("parse_error");
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].status, 400);
+  EXPECT_EQ(recs[0].decision, "error");
+  // A head over the size limit: refused with its status, audited.
+  RawClient d;
+  ASSERT_TRUE(d.connect_tcp(proxy_port));
+  d.send("GET http://api.test/ HTTP/1.1\r\nHost: api.test\r\nX-Big: " + std::string(40000, 'a') +
+         "\r\n\r\n");
+  std::string r2 = d.read_until_close();
+  EXPECT_NE(r2.find("HTTP/1.1 431"), std::string::npos) << r2.substr(0, 200);
+  EXPECT_EQ(audit_with_reason("parse_error", 2).size(), 2u);
+  EXPECT_TRUE(upstream->heads().empty());
 }
 
 }  // namespace

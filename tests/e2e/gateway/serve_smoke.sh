@@ -16,6 +16,11 @@ S="$T/state"
 "$CORDON" --state "$S" init >/dev/null 2>&1 || "$CORDON" init --state "$S" >/dev/null
 [ -f "$S/ca/root.pem" ] || "$CORDON" --state "$S" ca init >/dev/null
 printf 'ghp_SMOKE_SECRET' | "$CORDON" --state "$S" vault put github-pat --stdin >/dev/null
+# A value with CR/LF would split the header it is rendered into: refused when stored.
+if printf 'ghp_a\r\nX-Evil: 1' | "$CORDON" --state "$S" vault put bad --stdin >/dev/null 2>"$T/put.err"; then
+  fail "vault put accepted a value with CR LF"
+fi
+grep -q "CR" "$T/put.err" || fail "vault put error does not say why: $(cat "$T/put.err")"
 SECRET=$("$CORDON" --state "$S" sandbox register sb1 --profile agent)
 cat > "$T/rules.yaml" <<'YAML'
 version: 1
@@ -56,6 +61,14 @@ curl -s "http://127.0.0.1:$APORT/metrics" | grep -q 'cordon_reloads_total{result
 c=$(code --proxy-user "sb1:$SECRET" https://api.test/x); echo "$c" | grep -q 403 || fail "after broken reload: $c"
 kill -TERM "$PID"; wait "$PID" || fail "serve exit code $?"
 PID=
+# No --steering given and no transparent listener: serve runs without steering and says so
+# once, naming the flag; an explicit --steering none says nothing.
+[ "$(grep -c 'steering off' "$T/serve.log")" = 1 ] || fail "no single steering notice: $(cat "$T/serve.log")"
+grep 'steering off' "$T/serve.log" | grep -q -- '--steering' || fail "the notice does not name --steering"
+echo 'version: 1' > "$T/min.yaml"
+timeout 2 "$CORDON" --state "$S" serve --rules "$T/min.yaml" --proxy-listen 127.0.0.1:0 \
+  --steering none 2>"$T/none.log" </dev/null || true
+! grep -q 'steering off' "$T/none.log" || fail "--steering none still printed the notice"
 grep -q '"event":"request"' "$S/audit/audit.jsonl" || fail "no request line in the audit log"
 grep -q '"event":"policy_reload"' "$S/audit/audit.jsonl" || fail "no reload line in the audit log"
 ! grep -q ghp_SMOKE_SECRET "$S/audit/audit.jsonl" || fail "secret in the audit log"

@@ -259,6 +259,30 @@ TEST_F(TransparentE2E, PassthroughSplicesWithoutDecryptingOrInjecting) {
   EXPECT_EQ(recs[0].sni, "pt.test");
 }
 
+// No proxy token (and no secret the gateway knows) reaches the audit log, over TLS or plain.
+TEST_F(TransparentE2E, TokensInTheTargetNeverReachTheAuditLog) {
+  const std::string token = FakeCredentials::make_token("tokx");
+  const std::string secret_part = token.substr(token.rfind('_') + 1);
+  creds->put_token(token, "tokx", "sbx", "github");
+  auto r = sandbox_curl(
+      {"--resolve", "api.test:443:203.0.113.7", "https://api.test/echo?access_token=" + token});
+  EXPECT_EQ(r.http_code, 403);
+  r = sandbox_curl({"--resolve", "plain.test:80:203.0.113.9", "http://plain.test/x/" + token});
+  EXPECT_EQ(r.http_code, 403);
+  r = sandbox_curl(
+      {"--resolve", "api.test:443:203.0.113.7", std::string("https://api.test/echo/") + kSecret});
+  EXPECT_EQ(r.http_code, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(with_reason("token_misuse").size(), 2u);
+  for (const auto& a : audit->records()) {
+    for (const std::string* f :
+         {&a.src, &a.dst, &a.sni, &a.host, &a.method, &a.path, &a.rule, &a.reason, &a.token_id}) {
+      EXPECT_EQ(f->find(secret_part), std::string::npos) << *f;
+      EXPECT_EQ(f->find(kSecret), std::string::npos) << *f;
+    }
+  }
+}
+
 TEST_F(TransparentE2E, OtherPortsAreNotForwarded) {
   auto r = sandbox_curl({"--max-time", "3", "http://203.0.113.7:8080/"});
   EXPECT_NE(r.exit_code, 0);
