@@ -385,7 +385,13 @@ TEST_F(ApiServerTest, LargeUploadAndDownloadInBoundedMemory) {
   }
   EXPECT_EQ(got, n);
   long grown_mib = (rss_kib() - before) / 1024;
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's quarantine holds freed chunks back from reuse, so RSS says nothing about the relay's
+  // buffers there; the release build checks the bound.
+  (void)grown_mib;
+#else
   EXPECT_LT(grown_mib, 32) << "RSS grew by " << grown_mib << " MiB relaying 2x128 MiB";
+#endif
 }
 
 class SlowService : public testing::FakeService {
