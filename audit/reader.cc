@@ -7,6 +7,7 @@
 #include "audit/detail/format.h"
 #include "audit/detail/json.h"
 #include "audit/event.h"
+#include "common/encoding.h"
 
 namespace cordon::audit {
 
@@ -161,17 +162,6 @@ Result<VerifyReport> verify(const std::vector<std::string>& paths, VerifyOptions
 
 namespace {
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = char(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = char(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
-
 bool equals(const ScannedField* f, const std::string& want) {
   if (!f) return false;
   if (f->kind != ValueKind::kString) return f->raw == want;
@@ -283,9 +273,9 @@ class Matcher {
       case kHost: {
         if (f.kind != ValueKind::kString) return false;
         std::string value = unescape(f);
-        if (!suffix_) return iequals(value, host_);
+        if (!suffix_) return ascii_iequals(value, host_);
         return value.size() > host_.size() &&
-               iequals(std::string_view(value).substr(value.size() - host_.size()), host_);
+               ascii_iequals(std::string_view(value).substr(value.size() - host_.size()), host_);
       }
       default:
         return false;

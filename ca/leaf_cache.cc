@@ -8,6 +8,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "common/token_bucket.h"
+
 namespace cordon::ca {
 
 struct LeafCertCache::Impl {
@@ -28,8 +30,7 @@ struct LeafCertCache::Impl {
   std::unordered_map<std::string, std::list<Entry>::iterator> index;
   std::unordered_map<std::string, std::shared_ptr<InFlight>> in_flight;
   LeafCacheStats stats;
-  double tokens = 0;
-  std::chrono::steady_clock::time_point last_refill = std::chrono::steady_clock::now();
+  std::optional<TokenBucket> mint_budget;  // made in the constructor, from the options
 
   SystemTime now() const {
     return options.clock ? options.clock() : std::chrono::system_clock::now();
@@ -41,16 +42,7 @@ struct LeafCertCache::Impl {
   }
 
   // Caller holds mu. True if a mint may happen now (and takes its token).
-  bool take_token() {
-    if (options.mints_per_second <= 0) return true;
-    auto t = std::chrono::steady_clock::now();
-    double elapsed = std::chrono::duration<double>(t - last_refill).count();
-    last_refill = t;
-    tokens = std::min(burst(), tokens + elapsed * options.mints_per_second);
-    if (tokens < 1) return false;
-    tokens -= 1;
-    return true;
-  }
+  bool take_token() { return mint_budget->take(std::chrono::steady_clock::now()); }
 };
 
 namespace {
@@ -65,7 +57,8 @@ LeafCertCache::LeafCertCache(std::shared_ptr<const Authority> authority, LeafCac
     : authority_(std::move(authority)), impl_(std::make_unique<Impl>()) {
   if (options.capacity == 0) options.capacity = 1;
   impl_->options = std::move(options);
-  impl_->tokens = impl_->burst();
+  impl_->mint_budget.emplace(impl_->options.mints_per_second, impl_->burst(),
+                             std::chrono::steady_clock::now());
 }
 
 LeafCertCache::~LeafCertCache() = default;

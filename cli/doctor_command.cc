@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "common/subprocess.h"
 #include "sandbox/gvisor/gvisor_backend.h"
+#include "sandbox/microvm/microvm_backend.h"
 #include "sandbox/steering_service.h"
 #include "vault/vault.h"
 #include "vmm/host_probe.h"
@@ -21,17 +22,7 @@ namespace cordon::cli {
 namespace {
 
 bool on_path(const std::string& tool) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/sbin:/usr/bin:/sbin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string candidate = dirs.substr(start, end - start) + "/" + tool;
-    if (::access(candidate.c_str(), X_OK) == 0) return true;
-    start = end + 1;
-  }
-  return false;
+  return !find_on_path(tool).empty();
 }
 
 void line(const char* what, const std::string& value, const std::string& detail = {}) {
@@ -78,16 +69,18 @@ void add_doctor_command(CLI::App& app, CliContext& ctx) {
       gvisor_ok = true;
       line("gvisor", "ok", "runsc (ptrace platform) runs a sandbox");
     }
-    bool has_kvm = ::access("/dev/kvm", R_OK | W_OK) == 0;
-    std::string microvm_detail =
-        virt.kind == vmm::HostVirtKind::kHardwareVmx || virt.kind == vmm::HostVirtKind::kHardwareSvm
-            ? std::string("VMX/SVM present") + (has_kvm ? ", /dev/kvm usable" : ", but no /dev/kvm")
-        : virt.kind == vmm::HostVirtKind::kPvm ? "KVM-PVM host: needs a PVM-enabled guest kernel"
-                                               : "no hardware virtualization";
-    line("microvm", "unavailable", microvm_detail + "; this build has no microvm sandbox backend");
-    line("backend auto", gvisor_ok ? "gvisor" : "none",
-         gvisor_ok ? "microvm only where it can boot; gvisor here"
-                   : "no backend can run sandboxes on this host");
+    // microvm: hardware KVM (never PVM), the monitor, and the guest kernel + initrd in the state
+    // directory (the same check `--backend auto` makes per create).
+    auto microvm_options = sandbox::microvm_default_options(ctx.state().root);
+    Status microvm_ok = sandbox::microvm_available(microvm_options);
+    line("microvm", microvm_ok ? "ok" : "unavailable",
+         microvm_ok ? "cordon-vmm " + microvm_options.vmm + ", kernel " + microvm_options.kernel
+                    : microvm_ok.error().message);
+    std::string auto_pick = microvm_ok ? "microvm" : gvisor_ok ? "gvisor" : "none";
+    line("backend auto", auto_pick,
+         microvm_ok  ? "hardware virtualization: microVMs"
+         : gvisor_ok ? "microvm cannot run here; gvisor"
+                     : "no backend can run sandboxes on this host");
     (void)backend;
 
     auto steering = bpf::steering_mode();

@@ -20,7 +20,7 @@ endfunction()
 # cordon_test(name SOURCES ... DEPS ... [LABELS ...]): a GoogleTest binary registered with ctest.
 # Every test carries the label "unit" unless LABELS says otherwise.
 function(cordon_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS;FIXTURES" ${ARGN})
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
@@ -31,8 +31,13 @@ function(cordon_test name)
   # Labels are set by a script of our own that ctest runs after the discovered list: passed
   # through gtest_discover_tests' PROPERTIES, a list such as "unit;vmm" would be split apart.
   set(labels_script "${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake")
+  # FIXTURES: ctest fixtures (set up once, e.g. a cached template) that every case needs.
+  set(fixture_props "")
+  if(ARG_FIXTURES)
+    set(fixture_props " FIXTURES_REQUIRED \"${ARG_FIXTURES}\"")
+  endif()
   file(WRITE "${labels_script}"
-    "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${ARG_LABELS}\")\nendif()\n")
+    "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${ARG_LABELS}\"${fixture_props})\nendif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${labels_script}")
 endfunction()
 

@@ -22,4 +22,7 @@ std::optional<std::string> base64_decode(std::string_view text);
 // Compares in time that depends only on the lengths, never on where the inputs differ.
 bool constant_time_equal(std::string_view a, std::string_view b);
 
+// ASCII case-insensitive equality (HTTP header names, tokens); no locale.
+bool ascii_iequals(std::string_view a, std::string_view b);
+
 }  // namespace cordon

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -24,6 +25,24 @@ struct CommandOutput {
   int exit_code = -1;  // exit status, or 128 + signal
   std::string output;  // stdout and stderr interleaved
 };
+
+// The executable NAME resolves to: NAME itself when it holds a '/', else the first PATH entry
+// (default /usr/sbin:/usr/bin:/sbin:/bin) where it is executable; "" when none. Call it before
+// fork(): after it the child may only call async-signal-safe functions.
+inline std::string find_on_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/sbin:/usr/bin:/sbin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string candidate = dirs.substr(start, end - start) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return {};
+}
 
 // Runs argv[0] (looked up in PATH) with `input` on stdin. Fails only if it could not be
 // started; a non-zero exit is reported in exit_code.

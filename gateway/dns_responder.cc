@@ -175,6 +175,13 @@ DnsVerdict decide_dns(const DnsQuery& q, std::string_view source_ip,
     v.rcode = policy->unlisted_refused() ? DnsRcode::kRefused : DnsRcode::kNxDomain;
     return v;
   }
+  // The sandbox's own narrowing (E2B network settings): a name it refuses is answered as an
+  // unlisted one, so that the sandbox cannot tell the two apart.
+  if (sb->overlay && !sb->overlay->permits(q.name)) {
+    v.reason = "dns_overlay_denied";
+    v.rcode = policy->unlisted_refused() ? DnsRcode::kRefused : DnsRcode::kNxDomain;
+    return v;
+  }
   v.audit = false;
   v.reason = "answered";
   v.rcode = DnsRcode::kNoError;
@@ -216,6 +223,7 @@ using Clock = std::chrono::steady_clock;
 // The refusal reasons a summary line counts (DnsVerdict::reason, plus the bucket's).
 enum CountedReason : size_t {
   kUnlisted,
+  kOverlayDenied,
   kTypeRefused,
   kTunnelShape,
   kUnknownSandbox,
@@ -225,8 +233,8 @@ enum CountedReason : size_t {
   kReasonCount
 };
 constexpr std::array<const char*, kReasonCount> kReasonNames = {
-    "dns_unlisted",      "dns_type_refused", "dns_tunnel_shape", "unknown_sandbox",
-    "policy_not_loaded", "malformed",        "dns_rate_limited"};
+    "dns_unlisted",    "dns_overlay_denied", "dns_type_refused", "dns_tunnel_shape",
+    "unknown_sandbox", "policy_not_loaded",  "malformed",        "dns_rate_limited"};
 
 size_t reason_index(std::string_view reason) {
   for (size_t i = 0; i < kReasonCount; ++i)

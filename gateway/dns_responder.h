@@ -16,6 +16,9 @@
 //     one IPv4 address, so the gateway could not identify the sandbox over IPv6);
 //   - any other name: NXDOMAIN, or REFUSED when the rules say `dns: {unlisted: refused}`, and an
 //     audit line (`dns`, reason `dns_unlisted`);
+//   - a name the profile reaches but the sandbox's overlay refuses (SandboxInfo::overlay, the
+//     E2B network settings, asked afresh for every query): answered as an unlisted name, audited
+//     with reason `dns_overlay_denied`;
 //   - record types other than A and AAAA (TXT, NULL, ANY, MX, SRV, ...), classes other than IN:
 //     REFUSED and audited (`dns_type_refused`);
 //   - names shaped like DNS tunnelling (very long or random-looking labels, many labels), even
@@ -117,9 +120,9 @@ struct DnsVerdict {
   DnsRcode rcode = DnsRcode::kRefused;
   std::vector<std::string> addresses;  // raw network-order addresses (4 or 16 bytes)
   std::string sandbox;                 // sandbox id, empty if unknown
-  std::string reason;  // "answered", "dns_unlisted", "dns_type_refused", "dns_tunnel_shape",
-                       // "unknown_sandbox", "policy_not_loaded" ("malformed" and
-                       // "dns_rate_limited" are decided before decide_dns)
+  std::string reason;  // "answered", "dns_unlisted", "dns_overlay_denied", "dns_type_refused",
+                       // "dns_tunnel_shape", "unknown_sandbox", "policy_not_loaded" ("malformed"
+                       // and "dns_rate_limited" are decided before decide_dns)
   bool audit = false;  // refusals and unlisted names are audited; answers are not
 };
 

@@ -15,6 +15,8 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -697,6 +699,102 @@ TEST_F(DnsFlood, RateZeroMeansNoLimit) {
   make();
   for (int i = 0; i < 2'000; ++i) EXPECT_EQ(ask("10.200.0.2", "api.github.com"), 0u);
   EXPECT_EQ(responder_->stats().rate_limited, 0u);
+}
+
+// ---- the sandbox's overlay ----------------------------------------------------------------------
+
+// A sandbox's overlay (its E2B network settings) that can be narrowed while in use, as the
+// server's live overlay is.
+class NarrowableOverlay final : public SandboxOverlay {
+ public:
+  bool permits(std::string_view host) const override {
+    std::lock_guard lk(mu_);
+    return denied_.count(std::string(host)) == 0;
+  }
+  void deny(const std::string& host) {
+    std::lock_guard lk(mu_);
+    denied_.insert(host);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::set<std::string> denied_;
+};
+
+// FakeSandboxes with the overlay attached to every answer, as the vault adapter attaches
+// SandboxOverlays' holder.
+class OverlaidSandboxes final : public SandboxDirectory {
+ public:
+  OverlaidSandboxes(std::shared_ptr<FakeSandboxes> inner, std::shared_ptr<SandboxOverlay> o)
+      : inner_(std::move(inner)), overlay_(std::move(o)) {}
+  std::optional<SandboxInfo> by_proxy_credentials(std::string_view id,
+                                                  std::string_view secret) const override {
+    return with_overlay(inner_->by_proxy_credentials(id, secret));
+  }
+  std::optional<SandboxInfo> by_address(std::string_view ip) const override {
+    return with_overlay(inner_->by_address(ip));
+  }
+
+ private:
+  std::optional<SandboxInfo> with_overlay(std::optional<SandboxInfo> s) const {
+    if (s) s->overlay = overlay_;
+    return s;
+  }
+  std::shared_ptr<FakeSandboxes> inner_;
+  std::shared_ptr<SandboxOverlay> overlay_;
+};
+
+TEST(DnsOverlay, ANameTheOverlayRefusesIsAnsweredAsAnUnlistedNameAndAudited) {
+  auto inner = std::make_shared<FakeSandboxes>();
+  inner->add("sb-1", "secret", "coding", "10.200.0.2");
+  auto overlay = std::make_shared<NarrowableOverlay>();
+  auto dir = std::make_shared<OverlaidSandboxes>(inner, overlay);
+  SetPolicy policy;
+  policy.hosts["coding"] = {"api.github.com", "files.example.org"};
+  DnsResponderOptions options;
+  auto decide = [&](const std::string& name, uint16_t qtype) {
+    auto q = parse_dns_query(query(name, qtype, 7));
+    EXPECT_TRUE(q) << name;
+    return decide_dns(*q, "10.200.0.2", *dir, &policy, options);
+  };
+  EXPECT_EQ(decide("api.github.com", dns_type::kA).rcode, DnsRcode::kNoError);
+
+  overlay->deny("api.github.com");  // narrowed while the sandbox runs: the next query sees it
+  for (uint16_t t : {dns_type::kA, dns_type::kAAAA}) {
+    auto v = decide("api.github.com", t);
+    EXPECT_EQ(v.rcode, DnsRcode::kNxDomain) << t;  // as decide("pastebin.com") answers
+    EXPECT_TRUE(v.addresses.empty());
+    EXPECT_EQ(v.reason, "dns_overlay_denied");
+    EXPECT_EQ(v.sandbox, "sb-1");
+    EXPECT_TRUE(v.audit);
+  }
+  EXPECT_EQ(decide("files.example.org", dns_type::kA).rcode, DnsRcode::kNoError);
+  policy.refused = true;  // `dns: {unlisted: refused}`: the same for the overlay's names
+  EXPECT_EQ(decide("api.github.com", dns_type::kA).rcode, DnsRcode::kRefused);
+  EXPECT_EQ(decide("pastebin.com", dns_type::kA).rcode, DnsRcode::kRefused);
+
+  // Through the responder: the packet's answer and one audit line.
+  policy.refused = false;
+  boost::asio::io_context io;
+  auto audit = std::make_shared<MemoryAudit>();
+  auto r = DnsResponder::create(io, {}, dir, audit);
+  ASSERT_TRUE(r) << r.error().message;
+  auto pol = std::make_shared<SetPolicy>(policy);
+  (*r)->set_policy(pol);
+  std::string resp =
+      (*r)->handle_query(query("api.github.com", dns_type::kA, 0x5151), "10.200.0.2", 5353, "");
+  EXPECT_EQ(rcode_of(resp), 3u);  // NXDOMAIN
+  EXPECT_EQ(ancount_of(resp), 0u);
+  resp =
+      (*r)->handle_query(query("files.example.org", dns_type::kA, 0x5152), "10.200.0.2", 5353, "");
+  EXPECT_EQ(rcode_of(resp), 0u);
+  EXPECT_EQ(last_ipv4(resp), "198.18.0.1");
+  auto recs = audit->records();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].sandbox, "sb-1");
+  EXPECT_EQ(recs[0].reason, "dns_overlay_denied");
+  EXPECT_EQ(recs[0].host, "api.github.com");
+  EXPECT_EQ(recs[0].decision, "deny");
 }
 
 TEST(DnsResponderCreate, RejectsBadSyntheticAddresses) {

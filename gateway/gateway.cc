@@ -17,6 +17,7 @@
 
 #include "gateway/detail/dns_client.h"
 #include "gateway/detail/impl.h"
+#include "gateway/detail/session_hooks.h"
 #include "gateway/stages/credential_injector.h"
 
 namespace cordon::gateway {
@@ -194,6 +195,10 @@ std::string Metrics::render() const {
        std::to_string(connections_active.load()) + "\n";
   counter("cordon_connections_refused_total", "Connections refused before any request.",
           connections_refused);
+  counter("cordon_connections_cut_total",
+          "Open connections ended because the sandbox's overlay or the policy no longer permits "
+          "their host.",
+          connections_cut);
   o += "# HELP cordon_requests_total Requests by decision.\n# TYPE cordon_requests_total counter\n";
   o += "cordon_requests_total{decision=\"allow\"} " + std::to_string(requests_allow) + "\n";
   o += "cordon_requests_total{decision=\"deny\"} " + std::to_string(requests_deny) + "\n";
@@ -283,18 +288,21 @@ bool Gateway::Impl::audit(AuditRecord& rec, const std::vector<std::string>* secr
   return true;
 }
 
-bool Gateway::Impl::acquire_sandbox_slot(const std::string& id) {
-  std::lock_guard lk(conn_mu);
-  auto& n = conns_per_sandbox[id];
-  if (n >= options.limits.max_connections_per_sandbox) return false;
-  ++n;
-  return true;
-}
-
-void Gateway::Impl::release_sandbox_slot(const std::string& id) {
-  std::lock_guard lk(conn_mu);
-  auto it = conns_per_sandbox.find(id);
-  if (it != conns_per_sandbox.end() && --it->second == 0) conns_per_sandbox.erase(it);
+std::shared_ptr<LiveConnection> Gateway::Impl::open_connection(
+    const SandboxInfo& sandbox, const std::string& src, const std::shared_ptr<Deadline>& deadline,
+    std::unique_ptr<ByteStream>* client) {
+  // Weak: the hook may be posted after the connection ended (LiveConnection::close skips it
+  // then, and the deadline may be gone).
+  std::weak_ptr<Deadline> weak = deadline;
+  return connections->open(sandbox, src, deadline->executor(), [weak, client] {
+    if (client && *client && (*client)->socket().is_open()) {
+      // Abortive (RST): what the gateway already queued for the client is dropped, or a slow
+      // reader would go on reading it for as long as the kernel buffers hold.
+      error_code ec;
+      (*client)->socket().set_option(asio::socket_base::linger(true, 0), ec);
+    }
+    if (auto d = weak.lock()) d->cut();
+  });
 }
 
 void Gateway::Impl::store_session(const std::string& key, SSL_SESSION* s) {
@@ -462,6 +470,11 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options, Gateway
   impl->options = std::move(options);
   impl->ports = std::move(ports);
   impl->blocking = std::make_unique<detail::BlockingPool>();
+  impl->config = std::make_shared<Impl::ConfigSnapshot>(Impl::ConfigSnapshot{
+      nullptr,
+      RuntimeOptions{impl->options.limits, impl->options.h2, impl->options.deny_on_audit_failure}});
+  impl->connections = std::make_unique<detail::ConnectionRegistry>(
+      impl->options.limits.max_connections_per_sandbox);
   if (!impl->options.dns_server.empty()) {
     auto server = parse_dns_server(impl->options.dns_server);
     if (!server) return with_context("gateway: --dns-server", server.error());
@@ -515,7 +528,46 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options, Gateway
 
 void Gateway::set_policy(std::shared_ptr<const PolicyView> policy) {
   std::lock_guard lk(impl_->policy_mu);
-  impl_->policy = std::move(policy);
+  auto next = std::make_shared<Impl::ConfigSnapshot>(*impl_->config);
+  next->policy = std::move(policy);
+  impl_->config = std::move(next);
+}
+
+void Gateway::set_config(std::shared_ptr<const PolicyView> policy, RuntimeOptions runtime) {
+  auto next = std::make_shared<Impl::ConfigSnapshot>();
+  next->policy = std::move(policy);
+  next->runtime = std::move(runtime);
+  std::lock_guard lk(impl_->policy_mu);
+  impl_->config = std::move(next);
+}
+
+std::size_t Gateway::end_refused_connections(std::string_view sandbox_id) {
+  auto policy = impl_->current_policy();
+  std::size_t ended = 0;
+  // A copy of the entries: the checks below call the policy and overlay, the audit writes.
+  for (const auto& conn : impl_->connections->of(sandbox_id)) {
+    auto dest = conn->destination();
+    if (!dest || conn->cut()) continue;
+    const SandboxInfo& sb = conn->sandbox();
+    bool in_policy = policy && policy->destination(sb.profile, dest->host, dest->port);
+    bool in_overlay = !sb.overlay || sb.overlay->permits(dest->host);
+    if ((in_policy && in_overlay) || !conn->claim_cut()) continue;
+    conn->close();
+    AuditRecord r;
+    r.kind = "connection_cut";
+    r.request_id = make_request_id();
+    r.sandbox = sb.id;
+    r.src = conn->src();
+    r.dst = dest->host + ":" + std::to_string(dest->port);
+    r.host = dest->host;
+    r.decision = "deny";
+    r.rule = in_overlay ? "default-deny" : "network_overlay";
+    r.reason = in_overlay ? "policy_refuses" : "network_overlay_narrowed";
+    impl_->metrics.connections_cut++;
+    impl_->audit(r);
+    ++ended;
+  }
+  return ended;
 }
 
 void Gateway::note_reload(bool ok) {

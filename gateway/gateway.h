@@ -6,9 +6,11 @@
 // (options, ports) is trusted. Fail closed: until set_policy() has been called, nothing flows.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -39,6 +41,19 @@ struct GatewayOptions {
   unsigned threads = 0;
 };
 
+// What a reload of the rules file may change in a running gateway (its `gateway:` section,
+// policy/gateway_settings.h), swapped together with the policy (set_config) and read through
+// the same snapshot. Of `limits`, HTTP/1.1 connections opened after the swap use the head
+// limits, timeouts, buffer size and ClientHello peek; every request after it the audit rule
+// and the per-sandbox connection cap. The pool sizes, the TLS session cache size and the mint
+// rate are sized once at create() and stay as they were (GatewayOptions). `h2` is taken by
+// the HTTP/2 code from GatewayOptions today (see gateway/h2/connection.cc).
+struct RuntimeOptions {
+  Limits limits;
+  h2::H2Limits h2;
+  bool deny_on_audit_failure = true;
+};
+
 struct GatewayPorts {
   std::shared_ptr<CertProvider> certs;
   std::shared_ptr<SandboxDirectory> sandboxes;
@@ -56,6 +71,21 @@ class Gateway {
   // Atomically replaces the policy snapshot: requests already parsed keep the one they took,
   // every later request (also on open connections) uses the new one.
   void set_policy(std::shared_ptr<const PolicyView> policy);
+  // The same, with the reloadable options swapped in the same snapshot (a rules file reload).
+  void set_config(std::shared_ptr<const PolicyView> policy, RuntimeOptions runtime);
+
+  // Ends the open client connections of sandbox `sandbox_id` (intercepted HTTP/1.1 and HTTP/2,
+  // passthrough and CONNECT tunnels, WebSocket tunnels, explicit-proxy and transparent alike)
+  // whose destination host (SNI, CONNECT host, or the host of the last request on a plain HTTP
+  // connection) the sandbox's overlay or the current policy no longer permits. Call it after
+  // narrowing the overlay: new requests meet the new overlay anyway, but an open tunnel or a
+  // long response would otherwise go on. Each connection is closed on its own io thread (its
+  // client and upstream sockets; an HTTP/2 connection with all its streams), is audited once
+  // (event `connection_cut`, decision deny, reason `network_overlay_narrowed` or
+  // `policy_refuses`) and counted in cordon_connections_cut_total. Connections whose host is
+  // not known yet (still in their handshake) are left to the check they are about to make.
+  // Thread-safe, does not wait for the closes; returns how many connections it ended.
+  std::size_t end_refused_connections(std::string_view sandbox_id);
 
   // Listeners. "ADDR:PORT" (port 0 = any); the bound port is returned. Call before start().
   Result<uint16_t> listen_proxy(const std::string& addr);

@@ -65,6 +65,9 @@ struct DestinationInfo {
   // The header names of every credential reachable through this destination's routes: they
   // are stripped from client requests whatever the route.
   std::vector<std::string> credential_headers;
+  // Overwrite the secret values injected on the connection where a response body echoes them
+  // (gateway/stages/body_relay.h); the rules' `scrub_response_body`.
+  bool scrub_response_body = true;
 };
 
 struct RequestFacts {

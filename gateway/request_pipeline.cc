@@ -200,6 +200,7 @@ Verdict evaluate_request(const PolicyView& policy, const CredentialSource& crede
     }
   }
   auto dest = policy.destination(conn.sandbox.profile, v.host, v.port);
+  if (dest) v.scrub_response_body = dest->scrub_response_body;
 
   // ---- credentials: strip every credential header of the destination, then inject/swap --
   HeaderList& headers = head.headers;

@@ -49,6 +49,7 @@ struct Verdict {
   std::string upstream_target;                // origin-form target sent upstream
   detail::Headers upstream_headers;           // end-to-end headers to send (Host first), no framing
   std::vector<std::string> scrub_values;      // secret values never returned to the sandbox
+  bool scrub_response_body = true;            // the destination's `scrub_response_body`
   std::vector<std::string> dropped_trailers;  // lower-case credential header names
   std::string credential_name;
   std::string token_id;

@@ -21,7 +21,9 @@
 #include "gateway/detail/impl.h"
 #include "gateway/detail/session_hooks.h"
 #include "gateway/detail/tunnel.h"
+#include "gateway/detail/upstream_connector.h"
 #include "gateway/h2/connection.h"
+#include "gateway/stages/body_relay.h"
 #include "gateway/stages/client_hello.h"
 
 namespace cordon::gateway {
@@ -80,6 +82,10 @@ struct ClientSide {
   size_t end = 0;
   std::shared_ptr<Deadline> deadline;
   std::string src, dst;
+  // The configuration snapshot taken when the connection opened: its limits hold for the
+  // whole connection (the parsers keep references to them), whatever a reload does meanwhile.
+  std::shared_ptr<const Gateway::Impl::ConfigSnapshot> cfg;
+  const Limits& limits() const { return cfg->runtime.limits; }
   size_t available() const { return end - pos; }
 };
 
@@ -158,126 +164,11 @@ bool has_buffered(ByteStream& s) {
   return s.ssl() != nullptr && SSL_has_pending(s.ssl()) == 1;
 }
 
-bool socket_is_stale(tcp::socket& s) {
-  pollfd p{};
-  p.fd = s.native_handle();
-  p.events = POLLIN;
-  int r = ::poll(&p, 1, 0);
-  return r != 0;  // readable (EOF or unexpected bytes) or error: do not reuse
-}
-
 }  // namespace
 
 // ---- upstream ---------------------------------------------------------------------------------
 
 namespace {
-
-struct UpstreamError {
-  int status = 502;
-  std::string reason;
-};
-
-awaitable<std::unique_ptr<UpstreamConn>> connect_upstream(
-    Gateway::Impl& impl, Worker& worker, const PolicyView& policy, const std::string& host,
-    uint16_t port, bool tls, Deadline& deadline, ByteStream*& in_flight, UpstreamError& err) {
-  std::string key = (tls ? "https://" : "http://") + host + ":" + std::to_string(port);
-  while (auto conn = worker.pool.take(key, Clock::now())) {
-    // The pool's watch drops a connection the upstream closed, but may not have run yet.
-    if (!socket_is_stale(conn->stream->socket())) {
-      impl.metrics.upstream_reused++;
-      co_return conn;
-    }
-  }
-  auto ex = co_await asio::this_coro::executor;
-  deadline.expires_after_ms(impl.options.limits.upstream_connect_timeout_ms);
-
-  // Resolve the name ourselves; the sandbox's choice of address is never used.
-  std::vector<asio::ip::address> addrs;
-  error_code ec;
-  auto literal = asio::ip::make_address(host, ec);
-  if (!ec) {
-    addrs.push_back(literal);
-  } else if (auto it = impl.options.resolve.find(host); it != impl.options.resolve.end()) {
-    auto a = asio::ip::make_address(it->second, ec);
-    if (!ec) addrs.push_back(a);
-  } else if (impl.dns_server) {
-    DnsResolution r = co_await resolve_with_server(*impl.dns_server, host,
-                                                   impl.options.limits.upstream_connect_timeout_ms);
-    addrs = std::move(r.addresses);
-  } else {
-    tcp::resolver resolver(ex);
-    auto results = co_await resolver.async_resolve(host, std::to_string(port),
-                                                   redirect_error(use_awaitable, ec));
-    if (!ec) {
-      for (const auto& r : results) addrs.push_back(r.endpoint().address());
-    }
-  }
-  if (addrs.empty()) {
-    err = {502, "resolve_failed"};
-    co_return nullptr;
-  }
-  std::vector<asio::ip::address> allowed;
-  for (const auto& a : addrs) {
-    if (!policy.address_denied(address_text(a))) allowed.push_back(a);
-  }
-  if (allowed.empty()) {
-    err = {403, "address_denied"};
-    co_return nullptr;
-  }
-
-  tcp::socket sock(ex);
-  bool connected = false;
-  for (const auto& a : allowed) {
-    error_code cec;
-    sock = tcp::socket(ex);
-    PlainStream* tmp = nullptr;
-    (void)tmp;
-    co_await sock.async_connect(tcp::endpoint(a, port), redirect_error(use_awaitable, cec));
-    if (!cec) {
-      connected = true;
-      break;
-    }
-    if (deadline.fired()) break;
-  }
-  if (!connected) {
-    err = {502, "connect_failed"};
-    co_return nullptr;
-  }
-  sock.set_option(tcp::no_delay(true), ec);
-  auto conn = std::make_unique<UpstreamConn>();
-  conn->key = key;
-  impl.metrics.upstream_connects++;
-  if (!tls) {
-    conn->stream = std::make_unique<PlainStream>(std::move(sock));
-    co_return conn;
-  }
-  auto ts = std::make_unique<TlsStream>(std::move(sock), *impl.upstream_tls);
-  SSL* s = ts->ssl();
-  SSL_set_tlsext_host_name(s, host.c_str());
-  error_code lit_ec;
-  asio::ip::make_address(host, lit_ec);
-  if (!lit_ec) {
-    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s), host.c_str());
-  } else {
-    SSL_set_hostflags(s, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-    SSL_set1_host(s, host.c_str());
-  }
-  SSL_set_ex_data(s, impl.session_key_ex_index, new std::string(key));
-  if (SSL_SESSION* cached = impl.get_session(key)) {
-    SSL_set_session(s, cached);
-    SSL_SESSION_free(cached);
-  }
-  in_flight = ts.get();
-  co_await ts->handshake(false, ec);
-  in_flight = nullptr;
-  if (ec) {
-    err = {502, deadline.fired() ? "upstream_timeout" : "upstream_tls_failed"};
-    co_return nullptr;
-  }
-  if (SSL_session_reused(s)) impl.metrics.tls_resumed++;
-  conn->stream = std::move(ts);
-  co_return conn;
-}
 
 void return_to_pool(Worker& worker, std::unique_ptr<UpstreamConn> conn) {
   worker.pool.put(std::move(conn), Clock::now());
@@ -300,7 +191,7 @@ awaitable<Verdict> evaluate_off_io(Gateway::Impl& impl, const PolicyView& policy
                                    const ConnectionFacts& facts, const MessageHead& head) {
   CredentialRound round(*impl.ports.credentials);
   for (int i = 1;; ++i) {
-    Verdict v = evaluate_request(policy, round, facts, head, impl.options.limits);
+    Verdict v = evaluate_request(policy, round, facts, head, impl.current_config()->runtime.limits);
     if (!round.missing()) co_return v;
     if (i == CredentialRound::kMaxCredentialRounds) {
       // Not reached with a well-behaved source; fail closed rather than loop.
@@ -349,6 +240,11 @@ struct ExchangeContext {
   std::string sni;
   // The secret values known for the request being answered (redacted from its audit line).
   const std::vector<std::string>* secrets = nullptr;
+  // The connection's registry entry: a plain HTTP connection goes where its requests go.
+  LiveConnection* live = nullptr;
+  // Every secret value injected on this connection so far: response bodies are scrubbed of all
+  // of them (an upstream may echo an earlier request's credential), bounded by kMaxScrubSecrets.
+  std::vector<std::string> connection_secrets;
 };
 
 AuditRecord base_record(const ExchangeContext& x) {
@@ -400,7 +296,7 @@ awaitable<bool> answer_error(ExchangeContext& x, HttpParser& req, AuditRecord& r
 // Streams the request body (already framed by the parser) from the client to the upstream.
 awaitable<bool> pump_request_body(ExchangeContext& x, HttpParser& req, ByteStream& up,
                                   uint64_t& bytes) {
-  const Limits& limits = x.impl.options.limits;
+  const Limits& limits = x.client.limits();
   error_code ec;
   while (true) {
     if (!req.body_out().empty()) {
@@ -425,18 +321,23 @@ enum class ExchangeEnd { kKeepAlive, kClose };
 
 awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
   Gateway::Impl& impl = x.impl;
-  const Limits& limits = impl.options.limits;
+  const Limits& limits = x.client.limits();
   auto t0 = Clock::now();
   AuditRecord rec = base_record(x);
   rec.request_id = new_request_id();
   rec.method = req.head().method;
 
-  auto policy = impl.current_policy();
+  auto cfg = impl.current_config();  // policy and audit rule for this request
+  const PolicyView* policy = cfg->policy.get();
   if (!policy) {
     co_await answer_error(x, req, rec, 503, "not_ready", "", "policy_not_loaded", t0);
     co_return ExchangeEnd::kClose;
   }
   Verdict v = co_await evaluate_off_io(impl, *policy, x.facts, req.head());
+  remember_secrets(x.connection_secrets, v.scrub_values);
+  // Secret values echoed in the response body are overwritten (gateway/stages/body_relay.h).
+  const bool scrubbing = v.scrub_response_body && !x.connection_secrets.empty();
+  if (scrubbing) narrow_accept_encoding(v.upstream_headers);
   x.secrets = &v.scrub_values;
   struct ForgetSecrets {
     ExchangeContext& x;
@@ -454,11 +355,12 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
         co_await answer_error(x, req, rec, v.status, v.error, v.decision.rule, v.reason, t0);
     co_return keep ? ExchangeEnd::kKeepAlive : ExchangeEnd::kClose;
   }
-  if (impl.options.deny_on_audit_failure && !impl.audit_ready()) {
+  if (cfg->runtime.deny_on_audit_failure && !impl.audit_ready()) {
     co_await answer_error(x, req, rec, 503, "audit_unavailable", "", "audit_unavailable", t0);
     co_return ExchangeEnd::kClose;
   }
   req.set_dropped_trailers(v.dropped_trailers);
+  if (x.live) x.live->set_destination(v.host, v.port);
 
   // ---- upstream connection ----
   ByteStream* in_flight = nullptr;
@@ -522,6 +424,9 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
   HttpParser resp(HttpParser::Kind::kResponse, limits);
   bool head_req = req.head().method == "HEAD";
   resp.next_message(head_req);
+  std::optional<ScrubbingBodyRelay> scrub;  // set with the head when the response has a body
+  bool scrub_finished = false;
+  if (scrubbing) resp.set_rechunk(false);  // the relay frames the scrubbed bytes itself
   IoBuffer ubuf(limits.io_buffer_bytes);
   size_t upos = 0, uend = 0;
   std::string out;  // response bytes for the client, written in batches (see below)
@@ -562,12 +467,45 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
         }
       } else {
         if (resp.needs_eof() || !resp.head().keep_alive) close_client = true;
-        out = render_response_head(resp.head(), v.scrub_values, close_client);
+        if (scrubbing && !head_req && st != 204 && st != 304) {
+          BodyCoding coding = body_coding(resp.head().headers);
+          if (coding == BodyCoding::kUnsupported) {
+            reason_fail = "unscannable_content_encoding";
+            upstream_ok = false;
+            break;
+          }
+          scrub.emplace(x.connection_secrets, coding,
+                        resp.head().chunked || coding != BodyCoding::kIdentity);
+          if (scrub->decoded_head_changes()) {
+            // Sent decoded: no Content-Encoding, and chunked since the decoded length is unknown.
+            MessageHead decoded = resp.head();
+            std::erase_if(decoded.headers,
+                          [](const Header& h) { return iequals(h.name, "content-encoding"); });
+            decoded.chunked = true;
+            decoded.content_length.reset();
+            out = render_response_head(decoded, x.connection_secrets, close_client);
+          } else {
+            out = render_response_head(resp.head(), x.connection_secrets, close_client);
+          }
+        } else {
+          out = render_response_head(resp.head(), v.scrub_values, close_client);
+        }
         head_sent = true;
         rec.status = st;
       }
     }
-    if (head_sent && !resp.body_out().empty()) {
+    if (head_sent && scrub && !resp.body_out().empty()) {
+      scrub->feed(resp.body_out(), out);
+      resp.body_out().clear();
+      // A compressed body is decoded in steps of one buffer, each written before the next.
+      while (scrub->drain(out, limits.io_buffer_bytes)) {
+        x.client.deadline->expires_after_ms(limits.idle_timeout_ms);
+        co_await write_client(x.client, out, ec);
+        out.clear();
+        if (ec) break;
+      }
+      if (ec) break;
+    } else if (head_sent && !resp.body_out().empty()) {
       if (out.empty()) {
         out.swap(resp.body_out());  // no copy; the parser refills the other buffer
       } else {
@@ -576,6 +514,15 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
       resp.body_out().clear();
     }
     bool done = resp.message_complete() && head_sent;
+    if (done && scrub && !scrub_finished) {
+      scrub_finished = true;
+      scrub->finish(resp.trailers(), v.dropped_trailers, x.connection_secrets, out);
+    }
+    if (scrub && scrub->failed()) {
+      reason_fail = scrub->error();
+      upstream_ok = false;
+      break;
+    }
     // One client write per batch: the head together with the body bytes at hand, and further
     // upstream records while TLS already holds them (one TLS record and one syscall instead of
     // one per piece). Flushed before waiting on the upstream, so nothing is held back.
@@ -589,7 +536,7 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
     if (done) break;
     if (upstream_eof) {
       if (resp.finish()) {
-        if (!resp.body_out().empty()) continue;
+        if (!resp.body_out().empty() || (scrub && !scrub_finished)) continue;
         break;
       }
       reason_fail = head_sent ? "upstream_reset_mid_response" : "upstream_closed";
@@ -609,6 +556,10 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
     uend = n;
   }
   rec.bytes_down = resp.body_bytes();
+  if (scrub && scrub->matches() > 0)
+    rec.counts.emplace_back("body_secrets_scrubbed", scrub->matches());
+  if (scrub && scrub->decoded_bytes() > 0)
+    rec.counts.emplace_back("body_bytes_decoded", scrub->decoded_bytes());
   rec.duration_us = micros_since(t0);
 
   if (switched && !ec) {
@@ -647,7 +598,7 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
   rec.reason = rec.reason.empty() ? "allowed" : rec.reason;
   // The answer is delivered already. If its line cannot be written, the connection ends here:
   // nothing more passes on it unrecorded (new requests meet the audit check and are refused).
-  if (!impl.audit(rec, &v.scrub_values) && impl.options.deny_on_audit_failure) close_client = true;
+  if (!impl.audit(rec, &v.scrub_values) && cfg->runtime.deny_on_audit_failure) close_client = true;
   count_decision(impl, rec);
   // Reuse the upstream only if it is at a clean message boundary with nothing extra buffered.
   // (TLS read-ahead may hold bytes past the message: such a connection is not reused either.)
@@ -661,7 +612,7 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
 // Serves requests on a connection until it closes. If `first` holds a parsed head, it is
 // served first (the explicit proxy's first absolute-form request).
 awaitable<void> http_loop(ExchangeContext& x, HttpParser& req, bool first_parsed) {
-  const Limits& limits = x.impl.options.limits;
+  const Limits& limits = x.client.limits();
   bool have = first_parsed;
   while (!x.impl.stopping.load()) {
     if (!have) {
@@ -711,7 +662,7 @@ awaitable<bool> terminate_tls(Gateway::Impl& impl, ClientSide& c, HandshakeState
   SSL_set_ex_data(tls->ssl(), impl.handshake_ex_index, &hs);
   c.stream = std::move(tls);
   c.deadline->on_expire = [&c] { close_stream(c.stream.get()); };
-  c.deadline->expires_after_ms(impl.options.limits.handshake_timeout_ms);
+  c.deadline->expires_after_ms(c.limits().handshake_timeout_ms);
   error_code ec;
   auto* ts = static_cast<TlsStream*>(c.stream.get());
   co_await ts->handshake(true, ec);
@@ -743,13 +694,11 @@ void audit_refused_connection(Gateway::Impl& impl, const ClientSide& c, const st
   impl.audit(r);
 }
 
+// The connection's entry in the registry (its slot), removed as the connection ends.
 struct SlotGuard {
   Gateway::Impl& impl;
-  std::string id;
-  bool held = false;
-  ~SlotGuard() {
-    if (held) impl.release_sandbox_slot(id);
-  }
+  std::shared_ptr<LiveConnection> conn;
+  ~SlotGuard() { impl.connections->remove(conn); }
 };
 
 }  // namespace
@@ -765,13 +714,13 @@ struct PeekResult {
 
 // Peeks (MSG_PEEK: nothing is consumed, the TLS stack later reads the same bytes) until the
 // ClientHello parses, handling a hello split across segments and records, with a size cap.
-awaitable<PeekResult> peek_client_hello(Gateway::Impl& impl, ClientSide& c) {
+awaitable<PeekResult> peek_client_hello(Gateway::Impl& /*impl*/, ClientSide& c) {
   PeekResult out;
   tcp::socket& s = c.stream->socket();
-  std::string seen(impl.options.limits.max_client_hello_bytes, '\0');
+  std::string seen(c.limits().max_client_hello_bytes, '\0');
   size_t last = 0;
   asio::steady_timer pause(s.get_executor());
-  c.deadline->expires_after_ms(impl.options.limits.handshake_timeout_ms);
+  c.deadline->expires_after_ms(c.limits().handshake_timeout_ms);
   while (true) {
     error_code ec;
     co_await s.async_wait(tcp::socket::wait_read, redirect_error(use_awaitable, ec));
@@ -831,8 +780,9 @@ awaitable<void> passthrough(Gateway::Impl& impl, Worker& worker, ClientSide& c,
   rec.destination = dest.id;
   rec.route = "passthrough";
   rec.rule = dest.id;
-  auto policy = impl.current_policy();
-  if (impl.options.deny_on_audit_failure && !impl.audit_ready()) {
+  auto cfg = impl.current_config();
+  auto policy = cfg->policy;
+  if (cfg->runtime.deny_on_audit_failure && !impl.audit_ready()) {
     rec.decision = "deny";
     rec.reason = "audit_unavailable";
     impl.audit(rec);
@@ -856,8 +806,8 @@ awaitable<void> passthrough(Gateway::Impl& impl, Worker& worker, ClientSide& c,
   }
   in_flight = up->stream.get();
   TunnelBytes moved;
-  co_await splice(*c.stream, *up->stream, *c.deadline, impl.options.limits.idle_timeout_ms,
-                  impl.options.limits.io_buffer_bytes, moved);
+  co_await splice(*c.stream, *up->stream, *c.deadline, c.limits().idle_timeout_ms,
+                  c.limits().io_buffer_bytes, moved);
   c.deadline->on_expire = [&c] { close_stream(c.stream.get()); };
   rec.decision = "allow";
   rec.reason = "passthrough";
@@ -905,11 +855,12 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
   ConnectionGauge active(metrics);
   Worker* worker = worker_of(workers, sock);
   ClientSide c;
+  c.cfg = current_config();
   error_code ec;
   c.src = endpoint_text(sock.remote_endpoint(ec));
   sock.set_option(tcp::no_delay(true), ec);
   c.stream = std::make_unique<PlainStream>(std::move(sock));
-  c.buf.resize(options.limits.io_buffer_bytes);
+  c.buf.resize(c.limits().io_buffer_bytes);
   c.deadline = std::make_shared<Deadline>(co_await asio::this_coro::executor);
   c.deadline->on_expire = [&c] { close_stream(c.stream.get()); };
   c.deadline->start();
@@ -924,8 +875,8 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
   ByteStream* sp = nullptr;
   StopGuard stop_guard{*c.deadline, sp};
 
-  HttpParser req(HttpParser::Kind::kRequest, options.limits);
-  HeadResult hr = co_await read_request_head(c, req, options.limits);
+  HttpParser req(HttpParser::Kind::kRequest, c.limits());
+  HeadResult hr = co_await read_request_head(c, req, c.limits());
   sp = c.stream.get();
   if (hr != HeadResult::kOk) {
     // As on an intercepted connection: a head that does not parse, or ends early, is answered
@@ -972,8 +923,8 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
     co_return;
   }
   x.facts.sandbox = *sandbox;
-  SlotGuard slot{*this, sandbox->id};
-  if (!acquire_sandbox_slot(sandbox->id)) {
+  SlotGuard slot{*this, open_connection(*sandbox, c.src, c.deadline, &c.stream)};
+  if (!slot.conn) {
     AuditRecord rec = base_record(x);
     rec.kind = "connection";
     rec.request_id = new_request_id();
@@ -981,7 +932,7 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
                           Clock::now());
     co_return;
   }
-  slot.held = true;
+  x.live = slot.conn.get();
   auto policy = current_policy();
   if (!policy) {
     AuditRecord rec = base_record(x);
@@ -1007,6 +958,7 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
                           Clock::now());
     co_return;
   }
+  slot.conn->set_destination(auth->host, auth->port);  // before the check: see set_destination
   auto dest = policy->destination(sandbox->profile, auth->host, auth->port);
   if (dest && sandbox->overlay && !sandbox->overlay->permits(auth->host)) dest.reset();
   if (!dest) {
@@ -1073,6 +1025,7 @@ awaitable<void> Gateway::Impl::transparent_session(tcp::socket sock) {
   ConnectionGauge active(metrics);
   Worker* worker = worker_of(workers, sock);
   ClientSide c;
+  c.cfg = current_config();
   error_code ec;
   auto remote = sock.remote_endpoint(ec);
   auto local = sock.local_endpoint(ec);  // the original destination (IP_TRANSPARENT)
@@ -1080,7 +1033,7 @@ awaitable<void> Gateway::Impl::transparent_session(tcp::socket sock) {
   c.dst = endpoint_text(local);
   sock.set_option(tcp::no_delay(true), ec);
   c.stream = std::make_unique<PlainStream>(std::move(sock));
-  c.buf.resize(options.limits.io_buffer_bytes);
+  c.buf.resize(c.limits().io_buffer_bytes);
   c.deadline = std::make_shared<Deadline>(co_await asio::this_coro::executor);
   c.deadline->on_expire = [&c] { close_stream(c.stream.get()); };
   c.deadline->start();
@@ -1100,12 +1053,11 @@ awaitable<void> Gateway::Impl::transparent_session(tcp::socket sock) {
     audit_refused_connection(*this, c, "", "", "", "unknown_source");
     co_return;
   }
-  SlotGuard slot{*this, sandbox->id};
-  if (!acquire_sandbox_slot(sandbox->id)) {
+  SlotGuard slot{*this, open_connection(*sandbox, c.src, c.deadline, &c.stream)};
+  if (!slot.conn) {
     audit_refused_connection(*this, c, sandbox->id, "", "", "connection_limit");
     co_return;
   }
-  slot.held = true;
   if (!current_policy()) {
     audit_refused_connection(*this, c, sandbox->id, "", "", "policy_not_loaded");
     co_return;
@@ -1113,6 +1065,7 @@ awaitable<void> Gateway::Impl::transparent_session(tcp::socket sock) {
   ExchangeContext x{*this, *worker, c, {}, {}};
   x.facts.sandbox = *sandbox;
   x.facts.port = local.port();
+  x.live = slot.conn.get();
   if (local.port() == 443) {
     auto peek = co_await peek_client_hello(*this, c);
     if (!peek.refusal.empty() || !peek.sni) {
@@ -1121,6 +1074,7 @@ awaitable<void> Gateway::Impl::transparent_session(tcp::socket sock) {
       co_return;
     }
     auto policy = current_policy();
+    slot.conn->set_destination(*peek.sni, 443);  // before the check: see set_destination
     auto dest = policy->destination(sandbox->profile, *peek.sni, 443);
     if (dest && sandbox->overlay && !sandbox->overlay->permits(*peek.sni)) dest.reset();
     if (!dest) {
@@ -1152,28 +1106,13 @@ awaitable<void> Gateway::Impl::transparent_session(tcp::socket sock) {
     x.facts.tls = false;
     x.facts.original_destination = address_text(local.address());
   }
-  HttpParser req(HttpParser::Kind::kRequest, options.limits);
+  HttpParser req(HttpParser::Kind::kRequest, c.limits());
   co_await http_loop(x, req, false);
 }
 
 // ---- for the HTTP/2 connection loop (gateway/detail/session_hooks.h) ------------------------
 
 namespace detail {
-
-awaitable<std::unique_ptr<UpstreamConn>> open_upstream(Gateway::Impl& impl, Worker& worker,
-                                                       const PolicyView& policy,
-                                                       const std::string& host, uint16_t port,
-                                                       Deadline& deadline, ByteStream*& in_flight,
-                                                       int& status, std::string& reason) {
-  UpstreamError err;
-  auto conn =
-      co_await connect_upstream(impl, worker, policy, host, port, true, deadline, in_flight, err);
-  if (!conn) {
-    status = err.status;
-    reason = err.reason;
-  }
-  co_return conn;
-}
 
 void pool_upstream(Worker& worker, std::unique_ptr<UpstreamConn> conn) {
   return_to_pool(worker, std::move(conn));

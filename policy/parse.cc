@@ -15,6 +15,7 @@
 
 #include "common/file_io.h"
 #include "common/http_grammar.h"
+#include "policy/detail/gateway_section.h"
 #include "policy/detail/model.h"
 #include "policy/limits.h"
 #include "policy/path.h"
@@ -478,7 +479,7 @@ void Parser::parse_destinations(const Field& f, std::vector<DestDraft>* out) {
   std::set<std::string, std::less<>> ids;
   for (const auto& item : f.value) {
     auto fl = fields(item, f.key.Mark(), "destination",
-                     {"id", "hosts", "ports", "tls", "plaintext", "routes"});
+                     {"id", "hosts", "ports", "tls", "plaintext", "routes", "scrub_response_body"});
     if (!fl) continue;
     DestDraft d;
     d.mark = item.Mark();
@@ -550,6 +551,10 @@ void Parser::parse_destinations(const Field& f, std::vector<DestDraft>* out) {
                                   {"allow", Plaintext::kAllow},
                                   {"allow_with_credentials", Plaintext::kAllowWithCredentials}});
       if (v) d.dest.plaintext = *v;
+    }
+    if (const Field* sc = maybe(*fl, "scrub_response_body")) {
+      auto v = one_of<bool>(*sc, what + ".scrub_response_body", {{"true", true}, {"false", false}});
+      if (v) d.dest.scrub_response_body = *v;
     }
     if (const Field* r = maybe(*fl, "routes")) {
       parse_routes(*r, d.dest.id, &d.routes);
@@ -676,7 +681,8 @@ std::unique_ptr<detail::CompiledPolicy> Parser::run(std::string_view text) {
     top.column = 0;
     auto fl =
         fields(root, top, "rules file",
-               {"version", "mode", "floors", "dns", "credentials", "destinations", "profiles"});
+               {"version", "mode", "floors", "dns", "credentials", "destinations", "profiles",
+                "gateway"});
     if (!fl) return nullptr;
     if (const Field* v = need(*fl, "version", root, "rules file")) {
       auto n = integer(v->value, v->key.Mark(), "version");
@@ -697,6 +703,10 @@ std::unique_ptr<detail::CompiledPolicy> Parser::run(std::string_view text) {
       }
     }
     if (const Field* f = maybe(*fl, "dns")) parse_dns(*f, out.get());
+    if (const Field* f = maybe(*fl, "gateway"))
+      detail::parse_gateway_section(
+          f->key, f->value, &out->gateway,
+          [this](const YAML::Mark& m, std::string message) { error(m, std::move(message)); });
     if (const Field* f = maybe(*fl, "credentials"))
       parse_credentials(*f, out.get(), &credential_by_name);
     if (const Field* f = need(*fl, "destinations", root, "rules file"))

@@ -218,6 +218,9 @@ Mode Policy::mode() const {
 DnsUnlisted Policy::dns_unlisted() const {
   return impl_->dns_unlisted;
 }
+const GatewaySettings& Policy::gateway_settings() const {
+  return impl_->gateway;
+}
 std::size_t Policy::destination_count() const {
   return impl_->destinations.size();
 }
@@ -284,7 +287,7 @@ std::optional<Connection> Policy::match_connection(std::string_view profile, std
   HostLookup r = lookup(p, prof, std::string_view(buf, n), port);
   if (r.destination == StringIndex::kMissing) return std::nullopt;
   const auto& d = p.destinations[r.destination];
-  Connection c{d.id, d.tls, d.plaintext, {}};
+  Connection c{d.id, d.tls, d.plaintext, {}, d.scrub_response_body};
   for (const auto& route : d.routes) {
     if (route.credential == StringIndex::kMissing) continue;
     std::string_view h = p.credentials[route.credential].header;

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "policy/gateway_settings.h"
 
 namespace cordon::policy {
 
@@ -73,6 +74,9 @@ struct Connection {
   // once, as written): the gateway strips them all from client requests whichever route
   // matches (design.md §2 step 6). Views into the policy.
   std::vector<std::string_view> credential_headers;
+  // Whether known secret values are overwritten in response bodies (`scrub_response_body`,
+  // default true; it only does something when a credential was injected on the connection).
+  bool scrub_response_body = true;
 };
 
 // A request as the gateway sees it after canonicalization.
@@ -187,6 +191,8 @@ class Policy {
 
   Mode mode() const;
   DnsUnlisted dns_unlisted() const;
+  // The `gateway:` section: limits and options of the gateway (gateway_settings.h).
+  const GatewaySettings& gateway_settings() const;
   // Set by PolicyStore when the policy is installed; 0 for a policy not from a store.
   std::uint64_t generation() const { return generation_; }
   std::size_t destination_count() const;

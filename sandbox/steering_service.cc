@@ -5,8 +5,6 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,6 +17,7 @@
 
 #include "common/file_io.h"
 #include "common/subprocess.h"
+#include "common/unix_socket.h"
 
 namespace cordon::sandbox {
 
@@ -61,41 +60,15 @@ Attachment from_json(const json& j) {
 
 // One request/response exchange on a connected Unix socket.
 Result<std::string> call(const std::string& socket_path, const std::string& request) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return fail(std::string("steering control: socket: ") + strerror(errno));
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof sa.sun_path) {
-    close(fd);
-    return fail("steering control: socket path too long: " + socket_path);
-  }
-  memcpy(sa.sun_path, socket_path.c_str(), socket_path.size() + 1);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-    int err = errno;
-    close(fd);
-    return fail("steering control " + socket_path + ": " + strerror(err) +
+  auto fd = connect_unix(socket_path, std::chrono::seconds(10));
+  if (!fd)
+    return fail("steering control: " + fd.error().message +
                 " (is `cordon serve --steering ebpf|nftables` running with this state directory?)");
-  }
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string line = request + "\n";
-  if (send(fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
-    int err = errno;
-    close(fd);
-    return fail("steering control " + socket_path + ": send: " + strerror(err));
-  }
-  std::string out;
-  char buf[4096];
-  while (true) {
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.find('\n') != std::string::npos || out.size() > 1 << 20) break;
-  }
-  close(fd);
-  if (out.empty()) return fail("steering control " + socket_path + ": no answer");
-  return out;
+  if (!write_all(fd->get(), request + "\n"))
+    return fail("steering control " + socket_path + ": send: " + strerror(errno));
+  auto out = read_line(fd->get(), 1 << 20, std::chrono::seconds(10), /*eof_ends_line=*/true);
+  if (!out) return fail("steering control " + socket_path + ": no answer: " + out.error().message);
+  return *out;
 }
 
 Status call_ok(const std::string& socket_path, const json& request) {
@@ -223,27 +196,10 @@ struct SteeringService::Impl {
   }
 
   void serve_one(int fd) {
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-        (cred.uid != 0 && cred.uid != getuid()))
-      return;
-    std::string line;
-    char buf[512];
-    auto deadline = now_ms() + kRequestTimeoutMs;
-    while (line.find('\n') == std::string::npos && line.size() <= kMaxRequestBytes) {
-      uint64_t now = now_ms();
-      if (now >= deadline) return;
-      pollfd p{fd, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(deadline - now)) != 1) return;
-      ssize_t n = recv(fd, buf, sizeof buf, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;
-      line.append(buf, static_cast<size_t>(n));
-    }
-    if (line.size() > kMaxRequestBytes) return;
-    std::string out = handle(line.substr(0, line.find('\n'))) + "\n";
-    (void)send(fd, out.data(), out.size(), MSG_NOSIGNAL);
+    if (!peer_is_root_or_self(fd)) return;
+    auto line = read_line(fd, kMaxRequestBytes, std::chrono::milliseconds(kRequestTimeoutMs));
+    if (!line) return;
+    (void)write_all(fd, handle(*line) + "\n");  // a client that went away misses its answer
   }
 
   void control_loop() {
@@ -371,21 +327,9 @@ Result<std::unique_ptr<SteeringService>> SteeringService::start(
     if (!errors.empty()) return fail("steering: re-attaching previous interfaces:" + errors);
   }
 
-  // Control socket: 0600 from birth.
-  unlink(options.socket_path.c_str());
-  impl->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (impl->listen_fd < 0) return fail(std::string("steering control: socket: ") + strerror(errno));
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  if (options.socket_path.size() >= sizeof sa.sun_path)
-    return fail("steering control: socket path too long: " + options.socket_path);
-  memcpy(sa.sun_path, options.socket_path.c_str(), options.socket_path.size() + 1);
-  mode_t old = umask(0177);  // a socket's mode is 0777 & ~umask: 0600
-  int rc = bind(impl->listen_fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-  int err = errno;
-  umask(old);
-  if (rc != 0 || listen(impl->listen_fd, 16) != 0)
-    return fail("steering control " + options.socket_path + ": " + strerror(rc ? err : errno));
+  auto listener = listen_unix(options.socket_path, 16);
+  if (!listener) return with_context("steering control", listener.error());
+  impl->listen_fd = listener->release();
   impl->stop_fd = eventfd(0, EFD_CLOEXEC);
   if (impl->stop_fd < 0) return fail(std::string("steering: eventfd: ") + strerror(errno));
   Impl* raw = impl.get();

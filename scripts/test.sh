@@ -69,6 +69,16 @@ else
 fi
 
 echo
+# CI shows only the end of this output: name what failed here, where it is seen.
+for log in build/ctest.log build-asan/ctest.log; do
+  [ -f "$log" ] || continue
+  sed -n '/The following tests FAILED:/,/^Errors while running/p' "$log" | sed "s|^|$log: |"
+done
+# A failure's own output, once more at the end (a second run; it does not change the counts).
+if grep -q 'The following tests FAILED:' build/ctest.log 2>/dev/null; then
+  echo "== the release failures run again, with their output (counts above stand)"
+  ctest --test-dir build --rerun-failed --output-on-failure --timeout 900 2>&1 | tail -120
+fi
 echo "skipped tests are listed above with their reasons; a skip is not a pass."
 echo "total: $passed passed, $((failed + broken)) failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ "$broken" -eq 0 ]

@@ -49,6 +49,7 @@ class InProcessConfinement final : public sandbox::Confinement {
   Status update_network(const std::string& id, const sandbox::NetworkOverlay& n) override {
     auto o = gateway_overlay(n);
     if (!o) return fail(o.error());
+    // Its change listener (server.cc) ends the open connections the new overlay refuses.
     overlays_->set(id, *o);
     return {};
   }

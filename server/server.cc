@@ -21,6 +21,7 @@
 #include "ca/leaf_cache.h"
 #include "gateway/adapters/adapters.h"
 #include "gateway/adapters/dns_policy_adapter.h"
+#include "gateway/adapters/settings_adapter.h"
 #include "gateway/dns_responder.h"
 #include "gateway/gateway.h"
 #include "policy/policy_store.h"
@@ -106,8 +107,9 @@ FileStamp stamp(const std::string& path) {
   return s;
 }
 
+// `restart_required`: gateway settings the reload changed that apply only at the next start.
 void audit_reload(audit::Writer& w, bool ok, const std::string& rules, uint64_t generation,
-                  const std::string& errors) {
+                  const std::string& errors, const std::string& restart_required = {}) {
   audit::Event e;
   e.event = "policy_reload";
   e.decision = ok ? "allow" : "deny";
@@ -115,6 +117,7 @@ void audit_reload(audit::Writer& w, bool ok, const std::string& rules, uint64_t 
   e.add("file", rules);
   e.add("generation", static_cast<int64_t>(generation));
   if (!ok) e.add("errors", errors.substr(0, 2000));
+  if (!restart_required.empty()) e.add("restart_required", restart_required);
   (void)w.append(e);  // a failing writer also makes the gateway deny requests
 }
 
@@ -192,6 +195,12 @@ RunOutcome Server::run(std::FILE* log) {
     std::fprintf(log, "%s", loaded.errors_text().c_str());
     return failed("serve: rules file " + f.rules + " is not valid", kRulesInvalid);
   }
+  // The rules file's `gateway:` section on top of the defaults and flags. `defaults` stays for
+  // reloads (a setting removed from the file returns to its default); `started` is what the
+  // restart-only settings are until the next start.
+  const GatewayOptions defaults = opts;
+  const policy::GatewaySettings started = store->snapshot()->gateway_settings();
+  opts = adapters::apply_gateway_settings(started, defaults);
   auto vault = vault::Vault::open(state);
   if (!vault) return failed(with_context("serve: opening the vault", vault.error()).error);
   std::shared_ptr<vault::Vault> vault_shared(std::move(*vault));
@@ -203,6 +212,7 @@ RunOutcome Server::run(std::FILE* log) {
   auto leaves = std::make_shared<ca::LeafCertCache>(*authority, cache_opts);
   audit::WriterOptions wopts;
   wopts.dir = state.audit_dir();
+  wopts.retention = adapters::apply_retention(started, wopts.retention);
   auto writer = audit::Writer::open(wopts);
   if (!writer) return failed(with_context("serve: opening the audit log", writer.error()).error);
   std::shared_ptr<audit::Writer> audit_writer(std::move(*writer));
@@ -217,6 +227,8 @@ RunOutcome Server::run(std::FILE* log) {
   if (!gw) return failed(gw.error());
   Gateway& gateway = **gw;
   gateway.set_policy(adapters::make_policy_view(store->snapshot()));
+  // A narrowed overlay (PUT /sandboxes/{id}/network) also ends the open connections it refuses.
+  overlays->on_change([&gateway](const std::string& id) { gateway.end_refused_connections(id); });
 
   if (!f.proxy_listen.empty()) {
     auto p = gateway.listen_proxy(f.proxy_listen);
@@ -356,21 +368,35 @@ RunOutcome Server::run(std::FILE* log) {
     }
     if (!reload) continue;
     policy::LoadOutcome out = store->load_file(f.rules);
+    std::string restart_required;
     if (out.replaced) {
-      gateway.set_policy(adapters::make_policy_view(store->snapshot()));
-      if (dns) dns->set_policy(adapters::make_dns_policy(store->snapshot()));
+      auto snap = store->snapshot();
+      gateway.set_config(adapters::make_policy_view(snap),
+                         adapters::runtime_options(snap->gateway_settings(), defaults));
+      if (dns) dns->set_policy(adapters::make_dns_policy(snap));
       std::fprintf(log, "cordon: rules reloaded (generation %llu)\n",
                    static_cast<unsigned long long>(out.generation));
+      for (const auto& name :
+           policy::GatewaySettings::restart_only_changes(started, snap->gateway_settings())) {
+        restart_required += (restart_required.empty() ? "" : ",") + name;
+      }
+      if (!restart_required.empty())
+        std::fprintf(log,
+                     "cordon: rules reload changed %s: applied at the next start of cordon "
+                     "serve (running with the values it started with)\n",
+                     restart_required.c_str());
     } else {
       std::fprintf(log, "cordon: rules file %s refused, keeping generation %llu:\n%s",
                    f.rules.c_str(), static_cast<unsigned long long>(out.generation),
                    out.errors_text().c_str());
     }
     gateway.note_reload(out.replaced);
-    audit_reload(*audit_writer, out.replaced, f.rules, out.generation, out.errors_text());
+    audit_reload(*audit_writer, out.replaced, f.rules, out.generation, out.errors_text(),
+                 restart_required);
   }
   std::fprintf(log, "cordon: shutting down\n");
   sandboxes->reset();  // E2B API, control socket, manager: before what they use
+  overlays->on_change(nullptr);
   // Fail closed: the program stays on the sandbox interfaces; once this process's sockets are
   // gone, its listener slots are empty and every packet drops until serve runs again.
   if (steering) {

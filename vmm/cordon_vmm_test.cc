@@ -196,6 +196,42 @@ TEST(CordonVmm, ControlSocketLifecycleSnapshotAndClones) {
   std::filesystem::remove_all(dir);
 }
 
+// A sandbox paused, resumed and paused again: the restored monitor (seccomp on) snapshots into
+// a new directory, refuses the one it was restored from, and the second snapshot restores.
+TEST(CordonVmm, RestoredMachineSnapshotsAgain) {
+  if (!have_kvm()) GTEST_SKIP() << "SKIPPED: /dev/kvm not available";
+  char tmpl[] = "/tmp/cordon-vmm-e2e-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  std::string serial = dir + "/serial.txt";
+  pid_t pid = spawn({kVmm, "--kernel", kGuests + "/counter.elf", "--mem-mib", "64", "--api-sock",
+                     dir + "/a.sock", "--serial", serial});
+  ASSERT_TRUE(wait_file_contains(serial, "tick 2\n", 20s)) << slurp(serial);
+  {
+    Client c(dir + "/a.sock");
+    ASSERT_TRUE(c.ok());
+    ASSERT_EQ(c.call({{"cmd", "snapshot"}, {"path", dir + "/p1"}})["ok"], true);
+    EXPECT_EQ(c.call({{"cmd", "stop"}})["ok"], true);
+  }
+  EXPECT_EQ(wait_exit(pid, 10s), 0);
+  pid = spawn(
+      {kVmm, "--restore", dir + "/p1", "--api-sock", dir + "/b.sock", "--serial", dir + "/b.txt"});
+  {
+    Client c(dir + "/b.sock");
+    ASSERT_TRUE(c.ok());
+    auto same = c.call({{"cmd", "snapshot"}, {"path", dir + "/p1"}});
+    EXPECT_EQ(same["ok"], false);
+    EXPECT_NE(same.value("error", "").find("restored from it"), std::string::npos) << same.dump();
+    auto again = c.call({{"cmd", "snapshot"}, {"path", dir + "/p2"}});
+    ASSERT_EQ(again["ok"], true) << again.dump();
+    EXPECT_EQ(c.call({{"cmd", "stop"}})["ok"], true);
+  }
+  EXPECT_EQ(wait_exit(pid, 10s), 0) << "the restored monitor died (seccomp?)";
+  pid = spawn({kVmm, "--restore", dir + "/p2", "--serial", dir + "/c.txt"});
+  EXPECT_EQ(wait_exit(pid, 30s), 0);
+  EXPECT_NE(slurp(dir + "/c.txt").find("counter done"), std::string::npos) << slurp(dir + "/c.txt");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CordonVmm, DropsToUnprivilegedUserAfterOpeningKvm) {
   if (!have_kvm()) GTEST_SKIP() << "SKIPPED: /dev/kvm not available";
   if (::geteuid() != 0) GTEST_SKIP() << "SKIPPED: needs root to switch users";

@@ -150,7 +150,8 @@ class MachineImpl : public Machine {
   }
 
   Status init_kvm(uint64_t mem_bytes, int vcpus, GuestMemory mem);
-  Status init_devices(const VmConfig& cfg, const std::string& vsock_path, const std::string& tap);
+  Status init_devices(const VmConfig& cfg, const std::string& vsock_path, const std::string& tap,
+                      bool restoring = false);
   Status boot_setup(const VmConfig& cfg);
   Status restore_state(const std::string& state, const RestoreOptions& opts);
   Status spawn_threads();
@@ -288,7 +289,7 @@ Status MachineImpl::init_kvm(uint64_t mem_bytes, int vcpus, GuestMemory mem) {
 }
 
 Status MachineImpl::init_devices(const VmConfig& cfg, const std::string& vsock_path,
-                                 const std::string& tap) {
+                                 const std::string& tap, bool restoring) {
   serial_ = std::make_shared<devices::Serial>(
       [this](const char* d, size_t n) {
         if (serial_fd_ >= 0) (void)!::write(serial_fd_, d, n);
@@ -334,7 +335,7 @@ Status MachineImpl::init_devices(const VmConfig& cfg, const std::string& vsock_p
     raw->set_lock(&t->lock());
   }
   if (!cfg.block_base.empty()) {
-    auto dev = virtio::Block::create(cfg.block_base, cfg.block_overlay);
+    auto dev = virtio::Block::create(cfg.block_base, cfg.block_overlay, restoring);
     if (!dev) return fail(dev.error());
     add_virtio(std::move(*dev), "block");
   }
@@ -694,11 +695,13 @@ Status MachineImpl::restore_vcpu(kvm::Vcpu& v, const std::string& blob) {
 Status MachineImpl::snapshot(const std::string& dir) {
   // A restored machine's RAM is a MAP_PRIVATE view of <restored_from_>/memory: truncating that
   // file to write a new snapshot over it would pull the pages from under this VM and its clones.
+  // Compared by inode, not by canonical path: realpath() needs readlink, which the control
+  // thread's seccomp filter (where snapshots run) does not allow.
   if (!restored_from_.empty()) {
-    std::error_code ec1, ec2;
-    auto a = std::filesystem::weakly_canonical(dir, ec1),
-         b = std::filesystem::weakly_canonical(restored_from_, ec2);
-    if (!ec1 && !ec2 && a == b)
+    struct stat a {};
+    struct stat b {};
+    if (::stat(dir.c_str(), &a) == 0 && ::stat(restored_from_.c_str(), &b) == 0 &&
+        a.st_dev == b.st_dev && a.st_ino == b.st_ino)
       return fail("snapshot " + dir +
                   ": this machine was restored from it; choose a new directory");
   }
@@ -811,8 +814,9 @@ Status MachineImpl::restore_state(const std::string& state, const RestoreOptions
   std::string tap = opts.tap_name.empty() ? cfg.tap_name : opts.tap_name;
   cfg.vsock_uds_path = vsock;
   cfg.tap_name = tap;
+  if (!opts.block_overlay.empty()) cfg.block_overlay = opts.block_overlay;
   config_ = cfg;
-  if (auto st = init_devices(cfg, vsock, tap); !st) return st;
+  if (auto st = init_devices(cfg, vsock, tap, /*restoring=*/true); !st) return st;
 
   auto pit = r.pod<kvm_pit_state2>();
   auto clock = r.pod<kvm_clock_data>();

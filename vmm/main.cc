@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
     o.serial_fd = serial_fd;
     o.vsock_uds_path = cfg.vsock_uds_path;
     o.tap_name = cfg.tap_name;
+    o.block_overlay = cfg.block_overlay;
     o.seccomp = cfg.seccomp;
     o.run_as_user = user;
     auto r = Machine::restore(restore_dir, o);

@@ -38,13 +38,14 @@ std::vector<int> allowed_syscalls(ThreadKind kind) {
                          SYS_pread64, SYS_pwrite64});
       break;
     case ThreadKind::kControl:
-      s.insert(s.end(), {SYS_ioctl,      SYS_poll,     SYS_ppoll,     SYS_accept4,   SYS_sendto,
-                         SYS_recvfrom,   SYS_openat,   SYS_ftruncate, SYS_pwrite64,  SYS_fsync,
-                         SYS_fdatasync,  SYS_mkdir,    SYS_rename,    SYS_fstat,     SYS_newfstatat,
-                         SYS_lseek,      SYS_fchmod,   SYS_unlink,    SYS_epoll_ctl, SYS_statx,
-                         SYS_chmod,      SYS_fchmodat, SYS_mkdirat,   SYS_renameat,  SYS_renameat2,
-                         SYS_unlinkat,   SYS_stat,     SYS_lstat,     SYS_access,    SYS_faccessat,
-                         SYS_getdents64, SYS_umask});
+      s.insert(s.end(),
+               {SYS_ioctl,      SYS_poll,     SYS_ppoll,      SYS_accept4,   SYS_sendto,
+                SYS_recvfrom,   SYS_openat,   SYS_ftruncate,  SYS_pwrite64,  SYS_fsync,
+                SYS_fdatasync,  SYS_mkdir,    SYS_rename,     SYS_fstat,     SYS_newfstatat,
+                SYS_lseek,      SYS_fchmod,   SYS_unlink,     SYS_epoll_ctl, SYS_statx,
+                SYS_chmod,      SYS_fchmodat, SYS_mkdirat,    SYS_renameat,  SYS_renameat2,
+                SYS_unlinkat,   SYS_stat,     SYS_lstat,      SYS_access,    SYS_faccessat,
+                SYS_getdents64, SYS_umask,    SYS_getsockopt, SYS_geteuid});
       break;
   }
 #if defined(__SANITIZE_ADDRESS__)

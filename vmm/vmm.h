@@ -73,8 +73,11 @@ struct MachineStatus {
 struct RestoreOptions {
   int serial_fd = -1;
   bool capture_serial = false;
-  std::string vsock_uds_path;        // override the snapshot's (each clone needs its own)
-  std::string tap_name;              // override
+  std::string vsock_uds_path;  // override the snapshot's (each clone needs its own)
+  std::string tap_name;        // override
+  // Override of the disk's copy-on-write overlay: a copy of the snapshot's (a clone's own disk).
+  // Restores never truncate the overlay: its blocks are the ones the snapshot marks written.
+  std::string block_overlay;
   bool allow_host_mismatch = false;  // tests only
   bool seccomp = false;
   std::string run_as_user;

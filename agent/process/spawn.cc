@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -98,9 +99,11 @@ std::string resolve_cmd(const std::string& cmd, const std::map<std::string, std:
     report_fd = moved;
   }
   if (::dup2(in_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) die(kDup);
-  // Everything else goes, except the report pipe (CLOEXEC closes it at exec).
+  // Everything else goes, except the report pipe (CLOEXEC closes it at exec). The upper bound is
+  // INT_MAX, not ~0U: gVisor (20221219) answers EINVAL above INT_MAX, and the fallback loop
+  // below costs seconds there (one trapped syscall per fd); Linux clamps either to its table.
   bool closed = report_fd == 3 || ::syscall(SYS_close_range, 3, report_fd - 1, 0) == 0;
-  closed = closed && ::syscall(SYS_close_range, report_fd + 1, ~0U, 0) == 0;
+  closed = closed && ::syscall(SYS_close_range, report_fd + 1, INT_MAX, 0) == 0;
   if (!closed) {
     rlimit rl{};
     long max = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 ? static_cast<long>(rl.rlim_cur) : 1024;

@@ -9,6 +9,14 @@
 #   mitmproxy  mitmdump --mode transparent, intercepting (nftables redirect)
 # plus, for cordon: new TLS connections per second (warm leaf cache, `Connection: close` on
 # every request) and RSS per idle intercepted connection with IDLE (10,000) of them open.
+# And an HTTP/2 table in the same run (H2=1): h2load, H2_CONNS connections with H2_STREAMS
+# concurrent streams each, 1 KiB and 64 KiB, for
+#   direct     h2 to nginx itself
+#   cordon     h2 from the sandbox, h2 to nginx (cordon offers h2 upstream and nginx takes it)
+#   nginx-h2   nginx as an h2 TLS-terminating proxy (its own CA; HTTP/1.1 keep-alive upstream,
+#              the only upstream protocol nginx's proxy speaks)
+# with CPU per request computed as for wrk, and the goals: cordon's CPU per h2 request <= its
+# CPU per HTTP/1.1 request (same size, from the wrk run), h2 req/s >= 0.5x direct.
 #
 # CPU per request: around each throughput run the script reads user+sys time from /proc/PID/stat
 # of the proxy (all its threads, all its child processes such as Squid's certificate helpers),
@@ -32,18 +40,21 @@
 #        IDLE=10000 (0 = skip)  PEERS="direct cordon squid mitmproxy"  CPUS=split|shared
 #        GW_THREADS (cordon io threads; default: the CPUs the proxy gets, 1 in split)
 #        PERF_OUT=/tmp/cordon.perf (perf record of cordon during its throughput runs)
+#        H2=1 (0 = no HTTP/2 table)  H2_CONNS=4  H2_STREAMS=32 (h2load -c, -m)
+#        SKIP_DEPS=1 (do not run scripts/install-deps.sh --bench first)
 set -euo pipefail
 export LC_ALL=C  # numbers with a decimal point (awk, `times`)
 here=$(cd "$(dirname "$0")" && pwd)
 cordon=$(realpath "${1:?usage: peers.sh PATH/TO/cordon}")
 DURATION=${DURATION:-10} CONNS=${CONNS:-32} THREADS=${THREADS:-2} LAT_DURATION=${LAT_DURATION:-5}
 IDLE=${IDLE:-10000} PEERS=${PEERS:-"direct cordon squid mitmproxy"} CPUS=${CPUS:-split}
+H2=${H2:-1} H2_CONNS=${H2_CONNS:-4} H2_STREAMS=${H2_STREAMS:-32}
 case $CPUS in
   split | shared) ;;
   *) echo "peers.sh: CPUS=split or CPUS=shared, not '$CPUS'" >&2; exit 1 ;;
 esac
 [ "$(id -u)" -eq 0 ] || { echo "peers.sh: needs root (network namespaces, nftables)" >&2; exit 1; }
-bash "$here/../../scripts/install-deps.sh" --bench || echo "peers.sh: could not install every peer; missing ones are SKIPPED" >&2
+[ "${SKIP_DEPS:-0}" = 1 ] || bash "$here/../../scripts/install-deps.sh" --bench || echo "peers.sh: could not install every peer; missing ones are SKIPPED" >&2
 for t in ip nft openssl curl wrk nginx python3 taskset; do
   command -v "$t" >/dev/null || { echo "peers.sh: $t is not installed (scripts/install-deps.sh)" >&2; exit 1; }
 done
@@ -163,7 +174,7 @@ http {
   proxy_temp_path $tmp/nginx-tmp; fastcgi_temp_path $tmp/nginx-tmp;
   uwsgi_temp_path $tmp/nginx-tmp; scgi_temp_path $tmp/nginx-tmp;
   server {
-    listen 198.51.100.10:443 ssl;
+    listen 198.51.100.10:443 ssl http2;  # h2 for h2 clients (ALPN); wrk still gets HTTP/1.1
     server_name api.bench;
     ssl_certificate $tmp/up.pem;
     ssl_certificate_key $tmp/up.key;
@@ -499,6 +510,111 @@ run_idle() {  # a fresh cordon, IDLE intercepted connections held open, RSS per 
   stop_cordon
 }
 
+# ---- HTTP/2 (h2load) ------------------------------------------------------------------------------
+declare -A H2RPS H2REQS H2PX_CPU H2LD_CPU H2NG_CPU H2FAIL
+h2load_run() {  # h2load_run OUTFILE URL: H2_CONNS x H2_STREAMS for DURATION s; its CPU s -> OUTFILE.cpu
+  local out=$1 url=$2 sub
+  (
+    "${ep_pin[@]}" ip netns exec "$sb" h2load -c "$H2_CONNS" -m "$H2_STREAMS" -t 1 -D "$DURATION" \
+      --warm-up-time=1 "$url" >"$out" 2>&1 &
+    w=$!
+    trap 'kill "$w" 2>/dev/null; exit 143' TERM
+    wait "$w" || true
+    times >"$out.times"
+  ) &
+  sub=$!
+  pids+=("$sub")
+  wait "$sub" || true
+  awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } }
+    END { printf "%.2f", s }' "$out.times" >"$out.cpu"
+}
+h2_measure() {  # h2_measure NAME (proxy_pid: the proxy under test, empty for direct)
+  local name=$1 size f ng0 ng1 px0="" px1=""
+  for size in 1k 64k; do
+    f="$tmp/h2load-$name-$size"
+    ng0=$(cpu_s "$nginx_pid")
+    [ -n "$proxy_pid" ] && px0=$(cpu_s "$proxy_pid")
+    h2load_run "$f" "https://api.bench/$size"
+    ng1=$(cpu_s "$nginx_pid")
+    [ -n "$proxy_pid" ] && px1=$(cpu_s "$proxy_pid")
+    H2RPS[$name,$size]=$(awk '/^finished in/ { gsub(",", ""); printf "%.0f", $4 }' "$f")
+    H2REQS[$name,$size]=$(awk '/^requests:/ { print $8; exit }' "$f")
+    H2FAIL[$name,$size]=$(awk '/^requests:/ { print $10 + $12 + $14; exit }' "$f")
+    H2LD_CPU[$name,$size]=$(cat "$f.cpu")
+    H2NG_CPU[$name,$size]=$(diff_s "$ng0" "$ng1")
+    H2PX_CPU[$name,$size]=""
+    [ -n "$proxy_pid" ] && H2PX_CPU[$name,$size]=$(diff_s "$px0" "$px1")
+    grep -q "Application protocol: h2" "$f" ||
+      note "h2 $name $size: h2load did not negotiate h2: $(grep -i 'protocol' "$f" | head -1)"
+    [ -n "${H2RPS[$name,$size]}" ] || { note "h2 $name $size: h2load failed: $(tail -3 "$f")"; H2RPS[$name,$size]=0; }
+    note "h2 $name $size: ${H2RPS[$name,$size]} req/s, ${H2REQS[$name,$size]:-0} succeeded, ${H2FAIL[$name,$size]:-?} failed; CPU us/req proxy $(per_req_us "${H2PX_CPU[$name,$size]}" "${H2REQS[$name,$size]:-0}")"
+  done
+}
+run_h2() {
+  note "== h2 direct"
+  proxy_pid=""
+  h2_measure direct
+  if [[ " $PEERS " == *" cordon "* ]]; then
+    note "== h2 cordon"
+    start_cordon
+    proxy_pid=$cordon_pid
+    steer_tproxy 15001
+    h2_measure cordon
+    in_gw curl -s http://127.0.0.1:15002/metrics >"$tmp/cordon-h2-metrics.txt" || true
+    unsteer
+    stop_cordon
+  fi
+  note "== h2 nginx-h2 (TLS-terminating h2 proxy)"
+  local d=$tmp/nginx-h2
+  mkdir -p "$d/tmp"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+    -subj '/CN=api.bench' -addext 'subjectAltName=DNS:api.bench' -keyout "$d/key.pem" \
+    -out "$d/cert.pem" 2>/dev/null
+  chmod 755 "$d"
+  cat >"$d/nginx.conf" <<EOF
+worker_processes 1;
+pid $d/nginx.pid;
+error_log $d/nginx.err warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $d/tmp; proxy_temp_path $d/tmp; fastcgi_temp_path $d/tmp;
+  uwsgi_temp_path $d/tmp; scgi_temp_path $d/tmp;
+  upstream origin { server 198.51.100.10:443; keepalive 64; }
+  server {
+    listen 15443 ssl http2;  # every address: nft redirect delivers to 192.0.2.1
+    ssl_certificate $d/cert.pem;
+    ssl_certificate_key $d/key.pem;
+    keepalive_requests 10000000;
+    location / {
+      proxy_pass https://origin;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host api.bench;
+      proxy_ssl_server_name on;
+      proxy_ssl_name api.bench;
+      proxy_ssl_verify on;
+      proxy_ssl_trusted_certificate $tmp/up-ca.pem;
+      proxy_ssl_session_reuse on;
+    }
+  }
+}
+EOF
+  "${px_pin[@]}" ip netns exec "$gw" nginx -c "$d/nginx.conf" -g 'daemon off;' 2>"$d/log" &
+  local pid=$!
+  pids+=("$pid")
+  if ! wait_port "$gw" 127.0.0.1:15443; then
+    SKIP[nginx-h2]="nginx proxy did not start: $(cat "$d/log" "$d/nginx.err" 2>/dev/null | tail -1)"
+    kill_wait "$pid"; return
+  fi
+  proxy_pid=$pid
+  steer_redirect 15443
+  h2_measure nginx-h2
+  unsteer
+  kill_wait "$pid"
+  proxy_pid=""
+}
+
 CONN_DIRECT=0 CONN_CORDON=0 CONN_CORDON_CPU="-"
 for p in $PEERS; do
   note "== $p"
@@ -510,6 +626,9 @@ for p in $PEERS; do
     *) die "unknown peer $p" ;;
   esac
 done
+if [ "$H2" = 1 ]; then
+  if command -v h2load >/dev/null; then run_h2; else SKIP[h2]="h2load not installed (nghttp2-client)"; fi
+fi
 run_idle
 
 # ---- table -------------------------------------------------------------------------------------
@@ -625,3 +744,64 @@ for c in "${cols[@]}"; do  # a column that other processes disturbed: its req/s 
     fi
   done
 done
+
+# ---- HTTP/2 table ------------------------------------------------------------------------------
+if [ "$H2" = 1 ] && [ -z "${SKIP[h2]:-}" ]; then
+  printf '\nHTTP/2: h2load -c %s -m %s (%s streams in flight), %s s per run; CPU us/req as above\n' \
+    "$H2_CONNS" "$H2_STREAMS" "$((H2_CONNS * H2_STREAMS))" "$DURATION"
+  h2cols=(direct cordon nginx-h2)
+  printf '%-32s' ""; for c in "${h2cols[@]}"; do printf '%14s' "$c"; done; printf '\n'
+  h2row() {  # h2row LABEL FUNC
+    printf '%-32s' "$1"
+    for c in "${h2cols[@]}"; do
+      if [ -n "${SKIP[$c]:-}" ] || { [ "$c" = cordon ] && ! [[ " $PEERS " == *" cordon "* ]]; }; then
+        printf '%14s' SKIPPED; continue
+      fi
+      printf '%14s' "$($2 "$c")"
+    done
+    printf '\n'
+  }
+  for size in 1k 64k; do
+    label=$([ $size = 1k ] && echo "1 KiB" || echo "64 KiB")
+    g_rps() { echo "${H2RPS[$1,$size]:-0}"; }
+    g_ratio() {
+      awk -v a="${H2RPS[$1,$size]:-0}" -v b="${H2RPS[direct,$size]:-0}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'
+    }
+    g_fail() { echo "${H2FAIL[$1,$size]:-0}"; }
+    g_pxcpu() { per_req_us "${H2PX_CPU[$1,$size]:-}" "${H2REQS[$1,$size]:-0}"; }
+    g_ldcpu() { per_req_us "${H2LD_CPU[$1,$size]:-}" "${H2REQS[$1,$size]:-0}"; }
+    g_ngcpu() { per_req_us "${H2NG_CPU[$1,$size]:-}" "${H2REQS[$1,$size]:-0}"; }
+    g_h1cpu() {  # the same proxy's CPU per HTTP/1.1 request (the wrk run above)
+      if [ "$1" = cordon ] && [ -n "${PX_CPU[cordon,$size]:-}" ]; then
+        per_req_us "${PX_CPU[cordon,$size]}" "${REQS[cordon,$size]:-0}"
+      else echo "-"; fi
+    }
+    g_cpuratio() {
+      local a b
+      a=$(g_pxcpu "$1") b=$(g_h1cpu "$1")
+      awk -v a="$a" -v b="$b" 'BEGIN { if (a != "-" && b != "-" && b > 0) printf "%.2fx", a / b; else print "-" }'
+    }
+    h2row "$label h2 req/s" g_rps
+    h2row "$label h2 ratio to direct" g_ratio
+    h2row "$label h2 failed requests" g_fail
+    h2row "$label h2 proxy CPU us/req" g_pxcpu
+    h2row "$label HTTP/1.1 proxy CPU us/req" g_h1cpu
+    h2row "$label h2 / HTTP/1.1 proxy CPU" g_cpuratio
+    h2row "$label h2load CPU us/req" g_ldcpu
+    h2row "$label nginx CPU us/req" g_ngcpu
+  done
+  [ -n "${SKIP[nginx-h2]:-}" ] && printf 'nginx-h2: SKIPPED (%s)\n' "${SKIP[nginx-h2]}"
+  if [[ " $PEERS " == *" cordon "* ]]; then
+    printf '\nh2 goals:\n'
+    for size in 1k 64k; do
+      r=$(awk -v a="${H2RPS[cordon,$size]:-0}" -v b="${H2RPS[direct,$size]:-1}" 'BEGIN { printf "%.2f", a / b }')
+      printf '  cordon h2 >= 0.50x direct h2 req/s,     %-4s %6sx     %s\n' "$size" "$r" "$(verdict "$r >= 0.5")"
+      a=$(per_req_us "${H2PX_CPU[cordon,$size]:-}" "${H2REQS[cordon,$size]:-0}")
+      b=$(per_req_us "${PX_CPU[cordon,$size]:-}" "${REQS[cordon,$size]:-0}")
+      if [ "$a" != "-" ] && [ "$b" != "-" ]; then v=$(verdict "$a <= $b"); else v="-"; fi
+      printf '  cordon CPU per h2 req <= per HTTP/1.1,  %-4s %s vs %s us %s\n' "$size" "$a" "$b" "$v"
+    done
+  fi
+elif [ -n "${SKIP[h2]:-}" ]; then
+  printf '\nh2: SKIPPED (%s)\n' "${SKIP[h2]}"
+fi

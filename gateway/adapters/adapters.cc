@@ -58,6 +58,7 @@ class PolicyAdapter final : public PolicyView {
     d.tls = tls_of(c->tls);
     d.plaintext_credentials = c->plaintext == policy::Plaintext::kAllowWithCredentials;
     d.credential_headers.assign(c->credential_headers.begin(), c->credential_headers.end());
+    d.scrub_response_body = c->scrub_response_body;
     return d;
   }
 
@@ -304,10 +305,21 @@ class LiveOverlay final : public SandboxOverlay {
 };
 
 void SandboxOverlays::set(const std::string& id, std::shared_ptr<const SandboxOverlay> o) {
-  std::lock_guard l(mu_);
-  auto& h = map_[id];
-  if (!h) h = std::make_shared<LiveOverlay>();
-  h->set(std::move(o));
+  std::shared_ptr<const ChangeListener> listener;
+  {
+    std::lock_guard l(mu_);
+    auto& h = map_[id];
+    if (!h) h = std::make_shared<LiveOverlay>();
+    h->set(std::move(o));
+    listener = listener_;
+  }
+  if (listener && *listener) (*listener)(id);
+}
+
+void SandboxOverlays::on_change(ChangeListener listener) {
+  auto l = listener ? std::make_shared<const ChangeListener>(std::move(listener)) : nullptr;
+  std::lock_guard lk(mu_);
+  listener_ = std::move(l);
 }
 
 void SandboxOverlays::erase(const std::string& id) {

@@ -3,6 +3,7 @@
 // library that owns it.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,12 +32,20 @@ class LiveOverlay;
 // attached to every SandboxInfo the directory answers. Thread-safe; bounded by the sandboxes.
 class SandboxOverlays {
  public:
+  // Replaces the sandbox's overlay, then tells the change listener (outside the lock).
   void set(const std::string& sandbox_id, std::shared_ptr<const SandboxOverlay> overlay);
   void erase(const std::string& sandbox_id);
   std::shared_ptr<const SandboxOverlay> get(const std::string& sandbox_id) const;
 
+  // Called with the sandbox id after every set(), on the caller's thread: the server ends the
+  // sandbox's open connections the new overlay refuses there (Gateway::end_refused_connections;
+  // new requests meet the new overlay anyway). Empty: none. It must not call back into this.
+  using ChangeListener = std::function<void(const std::string& sandbox_id)>;
+  void on_change(ChangeListener listener);
+
  private:
   mutable std::mutex mu_;
+  std::shared_ptr<const ChangeListener> listener_;
   // One holder per sandbox, handed out once and updated in place, so that a change reaches
   // the connections already open on their next request.
   std::map<std::string, std::shared_ptr<LiveOverlay>> map_;

@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "gateway/detail/blocking_pool.h"
+#include "gateway/detail/live_connections.h"
 #include "gateway/gateway.h"
+#include "gateway/h2/protocol_cache.h"
 #include "gateway/request_pipeline.h"
 
 namespace cordon::gateway::detail {
@@ -105,6 +107,14 @@ class Deadline : public std::enable_shared_from_this<Deadline> {
     timer_.cancel();
   }
   bool fired() const { return fired_; }
+  // Ends the connection now, as an expiry would (a cut: Gateway::end_refused_connections). On
+  // the deadline's io thread; nothing once stopped (its connection is gone).
+  void cut() {
+    if (stopped_) return;
+    fired_ = true;
+    if (on_expire) on_expire();
+  }
+  asio::any_io_executor executor() { return timer_.get_executor(); }
   std::function<void()> on_expire;
 
  private:
@@ -118,6 +128,7 @@ struct Metrics {
   std::atomic<uint64_t> connections_total{0};
   std::atomic<int64_t> connections_active{0};
   std::atomic<uint64_t> connections_refused{0};
+  std::atomic<uint64_t> connections_cut{0};  // open connections ended by an overlay change
   std::atomic<uint64_t> requests_allow{0};
   std::atomic<uint64_t> requests_deny{0};
   std::atomic<uint64_t> requests_error{0};
@@ -232,11 +243,22 @@ struct Gateway::Impl {
   std::unique_ptr<detail::BlockingPool> blocking;
   detail::Metrics metrics;
 
+  // The policy and the reloadable options, one snapshot swapped as a whole (set_policy,
+  // set_config). A connection or request takes it once and keeps what it took.
+  struct ConfigSnapshot {
+    std::shared_ptr<const PolicyView> policy;  // null until set_policy: fail closed
+    RuntimeOptions runtime;
+  };
   mutable std::mutex policy_mu;
-  std::shared_ptr<const PolicyView> policy;
-  std::shared_ptr<const PolicyView> current_policy() const {
+  std::shared_ptr<const ConfigSnapshot> config;  // never null after create()
+  std::shared_ptr<const ConfigSnapshot> current_config() const {
     std::lock_guard lk(policy_mu);
-    return policy;
+    return config;
+  }
+  std::shared_ptr<const PolicyView> current_policy() const {
+    auto c = current_config();
+    // Shares the snapshot's ownership: one reference count for both.
+    return c->policy ? std::shared_ptr<const PolicyView>(c, c->policy.get()) : nullptr;
   }
 
   // Parsed GatewayOptions::dns_server, when set.
@@ -269,10 +291,11 @@ struct Gateway::Impl {
   };
   std::list<CachedSession> session_lru;
   std::unordered_map<std::string, std::list<CachedSession>::iterator> sessions;
+  // What each upstream chose by ALPN when offered h2 (HTTP/2 clients only; bounded, LRU).
+  h2::ProtocolCache upstream_protocols;
 
-  // Open connections per sandbox.
-  std::mutex conn_mu;
-  std::unordered_map<std::string, uint32_t> conns_per_sandbox;
+  // Open client connections per sandbox (bounded by Limits::max_connections_per_sandbox).
+  std::unique_ptr<detail::ConnectionRegistry> connections;
 
   ~Impl();
   detail::Worker& pick_worker() { return *workers[next_worker++ % workers.size()]; }
@@ -284,8 +307,14 @@ struct Gateway::Impl {
   // False once an append failed (until one succeeds) or while the sink says it cannot write:
   // asked before forwarding, so the request that meets the failure is itself denied.
   bool audit_ready() const { return !audit_failed.load() && ports.audit->health(); }
-  bool acquire_sandbox_slot(const std::string& id);
-  void release_sandbox_slot(const std::string& id);
+  // The slot of a new client connection of `sandbox` from `src`, which a cut ends through
+  // `deadline` (Deadline::cut), resetting `*client` (the session's client stream, which must
+  // outlive the slot). Null: the sandbox has its limit of connections open. The session
+  // removes it (connections->remove) on its io thread as the connection ends.
+  std::shared_ptr<detail::LiveConnection> open_connection(
+      const SandboxInfo& sandbox, const std::string& src,
+      const std::shared_ptr<detail::Deadline>& deadline,
+      std::unique_ptr<detail::ByteStream>* client);
   void store_session(const std::string& key, SSL_SESSION* s);
   SSL_SESSION* get_session(const std::string& key);
 

@@ -1,7 +1,8 @@
 // The pieces of the HTTP/1.1 session (session.cc) that the HTTP/2 connection loop
-// (gateway/h2/connection.cc) shares: the upstream connector and pool, the request pipeline run
-// without blocking the io thread, request ids. Thin exported wrappers over session.cc's own
-// functions, so that both protocols resolve, check, connect and audit the same way.
+// (gateway/h2/connection.cc) shares: the upstream pool, the request pipeline run without
+// blocking the io thread, request ids. Thin exported wrappers over session.cc's own functions,
+// so that both protocols check and audit the same way (both connect through
+// gateway/detail/upstream_connector.h).
 #pragma once
 
 #include <memory>
@@ -12,13 +13,6 @@
 
 namespace cordon::gateway::detail {
 
-// An upstream connection for `host:port` over TLS (pooled, floors applied, certificate
-// verified). On failure null, with the status to answer (403 for a floor, 502) and the reason.
-awaitable<std::unique_ptr<UpstreamConn>> open_upstream(Gateway::Impl& impl, Worker& worker,
-                                                       const PolicyView& policy,
-                                                       const std::string& host, uint16_t port,
-                                                       Deadline& deadline, ByteStream*& in_flight,
-                                                       int& status, std::string& reason);
 // Keeps an upstream connection that is at a clean message boundary for reuse.
 void pool_upstream(Worker& worker, std::unique_ptr<UpstreamConn> conn);
 // evaluate_request with the vault's answers, lookups that would block run on the blocking pool.

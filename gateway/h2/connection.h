@@ -1,7 +1,9 @@
 // The HTTP/2 client connection loop: one intercepted TLS connection whose client chose h2 by
 // ALPN. Each stream goes through the same chain as an HTTP/1.1 request (request_pipeline.h:
 // Host/:authority vs SNI, path, policy, credentials) after the h2 header stage, is forwarded
-// to an HTTP/1.1 upstream (pooled), and gets one audit line.
+// to the upstream over h2 when the upstream offers it by ALPN (one multiplexed connection per
+// client connection; the choice cached per upstream) or else over HTTP/1.1 (pooled), and gets
+// one audit line.
 //
 // Trust: the client is an untrusted sandbox, the upstream an untrusted server. Memory per
 // connection: the h2 windows (request bodies) and the response buffers of H2Limits.
@@ -12,11 +14,9 @@
 #include <utility>  // before Asio: its awaitable.hpp uses std::exchange without including it
 
 #include "gateway/detail/impl.h"
+#include "gateway/detail/upstream_connector.h"  // negotiated_h2
 
 namespace cordon::gateway::detail {
-
-// Whether the TLS handshake on `s` selected "h2".
-bool negotiated_h2(ByteStream& s);
 
 // Serves the connection until it ends; closes nothing itself (the caller owns the stream).
 // `deadline` is the connection's (its on_expire closes the client stream).

@@ -7,6 +7,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
 
 namespace cordon::gateway::h2 {
 
@@ -76,5 +81,28 @@ struct H2Limits {
     return l;
   }
 };
+
+// The fields an operator may set (configuration: a `gateway:` section of the rules file, or
+// `cordon serve` flags), by the name configuration uses, with the bounds validate() enforces:
+// the same ceilings as clamped(), so a configured value is never silently changed. A rate
+// budget is two fields, NAME.burst and NAME.per_second (e.g. resets.burst).
+struct H2LimitField {
+  std::string_view name;
+  uint64_t min;
+  uint64_t max;
+  uint64_t (*get)(const H2Limits&);
+  void (*set)(H2Limits&, uint64_t);
+};
+
+std::span<const H2LimitField> h2_limit_fields();
+
+// Every field within its bounds, and connection_window_bytes >= stream_window_bytes,
+// connection_response_buffer_bytes >= stream_response_buffer_bytes. The error names the field,
+// its value and its bounds.
+Status validate(const H2Limits& limits);
+
+// Sets the field called `name` (as in h2_limit_fields) to `value`: an unknown name or a value out
+// of bounds is an error naming both (the other fields are not checked: call validate after).
+Status set_h2_limit(H2Limits& limits, std::string_view name, uint64_t value);
 
 }  // namespace cordon::gateway::h2

@@ -93,7 +93,8 @@ struct H2ServerSession::Callbacks {
   }
 
   static int on_header(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
-                       size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* ud) {
+                       size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
+                       void* ud) {
     auto* s = self(ud);
     if (s->ended_) return 0;
     H2Stream* st = s->stream(frame->hd.stream_id);
@@ -113,8 +114,14 @@ struct H2ServerSession::Callbacks {
       }
       return 0;
     }
-    st->fields.push_back(Header{std::string(reinterpret_cast<const char*>(name), namelen),
-                                std::string(reinterpret_cast<const char*>(value), valuelen)});
+    std::string n(reinterpret_cast<const char*>(name), namelen);
+    if ((flags & NGHTTP2_NV_FLAG_NO_INDEX) && !n.empty() && n.front() != ':' &&
+        std::find(st->never_indexed.begin(), st->never_indexed.end(), n) ==
+            st->never_indexed.end()) {
+      st->never_indexed.push_back(n);  // bounded: at most one per field kept
+    }
+    st->fields.push_back(
+        Header{std::move(n), std::string(reinterpret_cast<const char*>(value), valuelen)});
     return 0;
   }
 
@@ -223,8 +230,9 @@ struct H2ServerSession::Callbacks {
 
   static int on_frame_send(nghttp2_session*, const nghttp2_frame* frame, void* ud) {
     auto* s = self(ud);
+    H2Stream* st = frame->hd.type == NGHTTP2_RST_STREAM ? s->stream(frame->hd.stream_id) : nullptr;
     if (frame->hd.type == NGHTTP2_RST_STREAM && provoked(frame->rst_stream.error_code) &&
-        !s->ended_) {
+        !s->ended_ && !(st && st->relayed_reset)) {
       s->flood(FloodKind::kReset);
     }
     if (frame->hd.type == NGHTTP2_GOAWAY) s->goaway_code_ = frame->goaway.error_code;
@@ -412,7 +420,8 @@ void H2ServerSession::discard_request_body(int32_t id) {
   consume(id, pending);
 }
 
-bool H2ServerSession::respond(int32_t id, int status, const HeaderList& headers, bool end_stream) {
+bool H2ServerSession::respond(int32_t id, int status, const HeaderList& headers, bool end_stream,
+                              const std::vector<std::string>& never_indexed) {
   H2Stream* st = stream(id);
   if (!st || st->closed || st->responded) return false;
   std::string status_text = std::to_string(status);
@@ -423,10 +432,14 @@ bool H2ServerSession::respond(int32_t id, int status, const HeaderList& headers,
                  reinterpret_cast<uint8_t*>(status_text.data()), sizeof kStatus - 1,
                  status_text.size(), NGHTTP2_NV_FLAG_NONE});
   for (const auto& h : headers) {
+    // A cookie the upstream sets is a session secret: no HPACK table keeps it.
+    bool secret = h.name == "set-cookie" || std::find(never_indexed.begin(), never_indexed.end(),
+                                                      h.name) != never_indexed.end();
     // nghttp2 copies names and values (no NO_COPY flags) before this returns.
     nva.push_back({reinterpret_cast<uint8_t*>(const_cast<char*>(h.name.data())),
                    reinterpret_cast<uint8_t*>(const_cast<char*>(h.value.data())), h.name.size(),
-                   h.value.size(), NGHTTP2_NV_FLAG_NONE});
+                   h.value.size(),
+                   static_cast<uint8_t>(secret ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE)});
   }
   nghttp2_data_provider provider{};
   provider.read_callback = &Callbacks::read_body;
@@ -464,6 +477,14 @@ void H2ServerSession::reset(int32_t id, uint32_t code) {
   H2Stream* st = stream(id);
   if (!st || st->closed) return;
   nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, code);
+}
+
+void H2ServerSession::reset_relayed(int32_t id, uint32_t code) {
+  H2Stream* st = stream(id);
+  if (!st || st->closed) return;
+  st->relayed_reset = true;
+  nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, code);
+  if (!ended_) flood(FloodKind::kReset);
 }
 
 void H2ServerSession::forget(int32_t id) {

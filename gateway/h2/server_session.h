@@ -41,6 +41,8 @@ struct H2Stream {
   int32_t id = 0;
   // ---- request ----
   HeaderList fields;  // the header block being received
+  // Names the client sent HPACK never-indexed (RFC 7541 §7.1.3: an intermediary keeps them so).
+  std::vector<std::string> never_indexed;
   size_t field_bytes = 0;
   size_t field_count = 0;
   bool oversize = false;
@@ -64,6 +66,7 @@ struct H2Stream {
   bool out_deferred = false;
   HeaderList trailers_out;
   uint64_t sent = 0;
+  bool relayed_reset = false;  // reset because the upstream reset it (counted once, there)
   // ---- close ----
   bool closed = false;
   uint32_t close_error = 0;
@@ -120,7 +123,9 @@ class H2ServerSession {
   void discard_request_body(int32_t id);
 
   // Response. `headers` lower-case, no pseudo-header. end_stream = no body and no trailers.
-  bool respond(int32_t id, int status, const HeaderList& headers, bool end_stream);
+  // Fields named in `never_indexed` (lower-case), and set-cookie, go HPACK never-indexed.
+  bool respond(int32_t id, int status, const HeaderList& headers, bool end_stream,
+               const std::vector<std::string>& never_indexed = {});
   void send_data(int32_t id, std::string_view data);
   // Ends the response body; trailers (if any) are sent after it.
   void finish_response(int32_t id, HeaderList trailers = {});
@@ -128,6 +133,9 @@ class H2ServerSession {
   // RST_STREAM. Reset by the gateway for its own reasons (upstream failure, timeout) are not
   // counted against the client's budget; kProtocolError for the client's are.
   void reset(int32_t id, uint32_t code);
+  // RST_STREAM relaying the upstream's reset of this stream: counted against the client's reset
+  // budget (a client that makes upstreams reset its streams, CVE-2025-8671, is flooding too).
+  void reset_relayed(int32_t id, uint32_t code);
   // Drops the stream record (after kClosed, when the caller is done with it).
   void forget(int32_t id);
 

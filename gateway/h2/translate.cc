@@ -135,16 +135,53 @@ void append_chunk(std::string& out, std::string_view data) {
 void append_last_chunk(std::string& out, const HeaderList& trailers,
                        const std::vector<std::string>& dropped) {
   out.append("0\r\n");
+  for (const auto& h : to_h2_request_trailers(trailers, dropped)) {
+    out.append(h.name).append(": ").append(h.value).append("\r\n");
+  }
+  out.append("\r\n");
+}
+
+HeaderList to_h2_request_trailers(const HeaderList& trailers,
+                                  const std::vector<std::string>& dropped) {
+  HeaderList out;
   for (const auto& h : trailers) {
     if (one_of(h.name,
                {"content-length", "transfer-encoding", "host", "authorization", "cookie",
                 "connection", "proxy-authorization", "te", "trailer", "upgrade", "set-cookie"}))
       continue;
     if (std::find(dropped.begin(), dropped.end(), ascii_lower(h.name)) != dropped.end()) continue;
-    if (check_field(h) || h.name.front() == ':') continue;
-    out.append(h.name).append(": ").append(h.value).append("\r\n");
+    if (h.name.empty() || check_field(h) || h.name.front() == ':') continue;
+    out.push_back(h);
   }
-  out.append("\r\n");
+  return out;
+}
+
+H2UpstreamRequest to_h2_upstream_request(const HeaderList& upstream_headers,
+                                         std::optional<uint64_t> content_length, bool te_trailers,
+                                         const std::vector<std::string>& credential_names,
+                                         const std::vector<std::string>& secrets,
+                                         const std::vector<std::string>& client_never_indexed) {
+  H2UpstreamRequest out;
+  out.fields.reserve(upstream_headers.size() + 2);
+  ResponseScrubber scrubber(secrets);
+  auto listed = [](const std::vector<std::string>& names, const std::string& n) {
+    return std::find(names.begin(), names.end(), n) != names.end();
+  };
+  for (const auto& h : upstream_headers) {
+    std::string name = ascii_lower(h.name);
+    if (name == "host") {
+      if (out.authority.empty()) out.authority = h.value;
+      continue;
+    }
+    if (response_dropped(name) || name == "content-length" || name == "http2-settings") continue;
+    bool secret = listed(credential_names, name) || listed(client_never_indexed, name) ||
+                  one_of(name, {"authorization", "proxy-authorization", "cookie"}) ||
+                  (scrubber.active() && scrubber.leak_form(h) != nullptr);
+    out.fields.push_back(OutField{std::move(name), h.value, secret});
+  }
+  if (content_length) out.fields.push_back({"content-length", std::to_string(*content_length)});
+  if (te_trailers) out.fields.push_back({"te", "trailers"});
+  return out;
 }
 
 }  // namespace cordon::gateway::h2

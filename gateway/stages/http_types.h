@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/encoding.h"
+
 namespace cordon::gateway {
 
 struct Header {
@@ -17,8 +19,7 @@ struct Header {
 
 using HeaderList = std::vector<Header>;
 
-// ASCII case-insensitive equality (header names, tokens). Never locale-dependent.
-bool ascii_iequals(std::string_view a, std::string_view b);
+using ::cordon::ascii_iequals;  // common/encoding.h
 std::string ascii_lower(std::string_view s);
 
 }  // namespace cordon::gateway

@@ -6,12 +6,14 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <stdexcept>
 
+#include "common/encoding.h"
 #include "gateway/testing/websocket_echo.h"
 
 namespace cordon::gateway::testing {
@@ -75,6 +77,57 @@ uint64_t query_n(const std::string& target) {
   return p == std::string::npos ? 0 : std::stoull(target.substr(p + 2));
 }
 
+// /reflect...: the request head, values included, as JSON (escaped with "\/", as PHP does)
+// and base64, the way debugging endpoints reflect a request (specs/egress-threats.md item 23).
+// /reflect: Content-Length; /reflect-chunked: chunked in 7-byte chunks (matches split across
+// chunks); /reflect-gzip: gzip whatever Accept-Encoding said; /reflect-br: claims br (bytes
+// the gateway cannot check).
+std::string reflect_response(const std::string& target, const std::string& method,
+                             const std::string& head) {
+  std::string escaped;
+  for (char ch : head) {
+    if (ch == '"' || ch == '\\') {
+      escaped += '\\';
+      escaped += ch;
+    } else if (ch == '/') {
+      escaped += "\\/";
+    } else if (ch == '\n') {
+      escaped += "\\n";
+    } else {
+      escaped += ch;
+    }
+  }
+  std::string body = "{\"head\":\"" + escaped + "\",\"b64\":\"" + base64_encode(head) + "\"}\n";
+  if (method == "HEAD") body.clear();
+  std::string headers = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n";
+  if (target.rfind("/reflect-chunked", 0) == 0) {
+    std::string out = headers + "Transfer-Encoding: chunked\r\n\r\n";
+    for (size_t i = 0; i < body.size(); i += 7) {
+      std::string piece = body.substr(i, 7);
+      char hex[16];
+      std::snprintf(hex, sizeof hex, "%zx\r\n", piece.size());
+      out += hex + piece + "\r\n";
+    }
+    return out + "0\r\nX-Reflect-Trailer: " + base64_encode(head) + "\r\n\r\n";
+  }
+  if (target.rfind("/reflect-gzip", 0) == 0 || target.rfind("/reflect-br", 0) == 0) {
+    bool br = target.rfind("/reflect-br", 0) == 0;
+    std::string z(compressBound(static_cast<uLong>(body.size())) + 64, '\0');
+    z_stream zs{};
+    deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+    zs.next_in = reinterpret_cast<Bytef*>(body.data());
+    zs.avail_in = static_cast<uInt>(body.size());
+    zs.next_out = reinterpret_cast<Bytef*>(z.data());
+    zs.avail_out = static_cast<uInt>(z.size());
+    deflate(&zs, Z_FINISH);
+    z.resize(zs.total_out);
+    deflateEnd(&zs);
+    if (method == "HEAD") z.clear();
+    return headers + "Content-Encoding: " + (br ? "br" : "gzip") +
+           "\r\nContent-Length: " + std::to_string(z.size()) + "\r\n\r\n" + z;
+  }
+  return headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
 }  // namespace
 
 FakeUpstream::FakeUpstream(const std::vector<std::string>& names, bool tls, uint16_t port,
@@ -231,6 +284,10 @@ void FakeUpstream::serve(int fd) {
       linger l{1, 0};
       setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
       break;  // close with RST
+    }
+    if (target.rfind("/reflect", 0) == 0) {
+      if (!c.write(reflect_response(target, method, head))) break;
+      continue;
     }
     if (target.rfind("/bigchunked", 0) == 0) {
       uint64_t n = query_n(target);

@@ -9,6 +9,8 @@
 //   any path with Upgrade: websocket and Sec-WebSocket-Key: 101, then a WebSocket echo (RFC
 //                 6455, minimal); the 101 reflects Authorization as X-Echo-Authorization.
 //   /switch       answers 101 to a request that asked for no upgrade (then closes).
+//   /reflect...   200, the whole request head (values included) as JSON and base64 in the
+//                 body; -chunked, -gzip (whatever Accept-Encoding says) and -br variants.
 // Every request head seen is recorded.
 #pragma once
 

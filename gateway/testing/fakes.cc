@@ -39,6 +39,7 @@ std::optional<DestinationInfo> FakePolicy::destination(std::string_view profile,
   info.id = d->id;
   info.tls = d->tls;
   info.plaintext_credentials = d->plaintext_credentials;
+  info.scrub_response_body = d->scrub_response_body;
   for (const auto& r : d->routes) {
     if (r.credential) info.credential_headers.push_back(r.credential->header);
   }

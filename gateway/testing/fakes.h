@@ -48,6 +48,7 @@ struct FakeDestination {
   TlsMode tls = TlsMode::kIntercept;
   bool plaintext_credentials = false;
   std::vector<FakeRoute> routes;
+  bool scrub_response_body = true;
 };
 
 class FakePolicy : public PolicyView {

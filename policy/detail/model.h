@@ -10,6 +10,7 @@
 #include "policy/detail/cidr_set.h"
 #include "policy/detail/host_matcher.h"
 #include "policy/detail/string_index.h"
+#include "policy/gateway_settings.h"
 #include "policy/policy.h"
 
 namespace cordon::policy::detail {
@@ -64,6 +65,7 @@ struct Destination {
   std::uint8_t inline_port_count = 0;
   TlsMode tls = TlsMode::kIntercept;
   Plaintext plaintext = Plaintext::kDeny;
+  bool scrub_response_body = true;  // secrets echoed in response bodies are overwritten
   std::vector<Route> routes;
   std::vector<std::uint16_t> ports;  // all ports, as listed
   std::string id;
@@ -100,6 +102,7 @@ struct CompiledPolicy {
   StringIndex profile_index;
   HostMatcher hosts;
   CidrSet floors;
+  GatewaySettings gateway;  // the `gateway:` section (unset values: the gateway's defaults)
 };
 
 }  // namespace cordon::policy::detail

@@ -123,7 +123,14 @@ class GvisorBackend final : public Backend {
   std::string name() const override { return "gvisor"; }
 
   Result<BackendStatus> start(const BackendSandbox& s) override {
-    if (auto st = prepare_rootfs(s); !st) {
+    auto t = Clock::now();
+    auto mark = [&](std::string_view step) {
+      if (!o_.on_step) return;
+      auto now = Clock::now();
+      o_.on_step(step, std::chrono::duration_cast<std::chrono::microseconds>(now - t));
+      t = now;
+    };
+    if (auto st = prepare_rootfs(s, mark); !st) {
       (void)teardown_files(s);
       return with_context("gvisor start " + s.id, st.error());
     }
@@ -133,9 +140,12 @@ class GvisorBackend final : public Backend {
         !st)
       return fail_and_clean(s, st.error());
     if (auto st = ensure_directory(o_.runsc_root, 0700); !st) return fail_and_clean(s, st.error());
+    mark("backend.spec");
     if (auto st = run_detached(s, p); !st) return fail_and_clean(s, st.error());
+    mark("backend.runsc_run");
     auto status = this->status(s);
     if (!status) return fail_and_clean(s, status.error());
+    mark("backend.status");
     if (status->state != BackendState::kRunning)
       return fail_and_clean(s, Error{"runsc says the sandbox is not running after start"});
     return *status;
@@ -263,7 +273,8 @@ class GvisorBackend final : public Backend {
     }
   }
 
-  Status prepare_rootfs(const BackendSandbox& s) {
+  template <class Mark>
+  Status prepare_rootfs(const BackendSandbox& s, Mark&& mark) {
     Paths p(s.dir);
     if (s.rootfs_dir.empty()) return fail("no template rootfs");
     struct stat st {};
@@ -283,12 +294,15 @@ class GvisorBackend final : public Backend {
                               "lazy_itable_init=1,lazy_journal_init=1,nodiscard", p.image});
         !r)
       return r;
+    mark("backend.mkfs");
     if (auto r = run_checked({"mount", "-o", "loop,nosuid,nodev", p.image, p.disk}); !r) return r;
+    mark("backend.loop_mount");
     for (const auto& d : {p.upper, p.work})
       if (auto r = ensure_directory(d, 0755); !r) return r;
     std::string opts = "lowerdir=" + s.rootfs_dir + ",upperdir=" + p.upper + ",workdir=" + p.work;
     if (mount("overlay", p.rootfs.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
       return fail("overlay mount on " + p.rootfs + ": " + errno_text(errno));
+    mark("backend.overlay");
     // The sandbox's own name and resolver, written into its private layer (no host mounts).
     std::string resolv = "nameserver " + s.gateway_ipv4 + "\n";
     if (!s.gateway_ipv6.empty()) resolv += "nameserver " + s.gateway_ipv6 + "\n";
@@ -300,6 +314,7 @@ class GvisorBackend final : public Backend {
     if (auto r = write_file_atomic(p.rootfs + "/etc/hostname", s.id + "\n", 0644); !r) return r;
     std::string hosts = "127.0.0.1 localhost\n::1 localhost\n127.0.1.1 " + s.id + "\n";
     if (auto r = write_file_atomic(p.rootfs + "/etc/hosts", hosts, 0644); !r) return r;
+    mark("backend.etc");
     return {};
   }
 

@@ -1,7 +1,7 @@
-// What the manager asks of a sandbox backend (gvisor here; microvm elsewhere): start one
-// sandbox whose network namespace, confinement and record already exist, freeze and thaw it,
-// and destroy it with everything the backend made for it. Header only, so that backends can
-// implement it without linking the manager.
+// What the manager asks of a sandbox backend (gvisor, microvm): start one sandbox whose network
+// namespace, confinement and record already exist, freeze and thaw it, and destroy it with
+// everything the backend made for it. Header only, so that backends can implement it without
+// linking the manager.
 //
 // A backend keeps no state of its own between calls: everything it needs to find a sandbox again
 // (after a restart of the process hosting the manager) is in BackendSandbox and in the files under
@@ -19,12 +19,14 @@
 namespace cordon::sandbox {
 
 struct BackendSandbox {
-  std::string id;          // the sandbox id (runsc container id, hostname)
-  std::string dir;         // private directory of this sandbox (0700), removed by destroy()
-  std::string rootfs_dir;  // the template's root file system, shared read-only
-  std::string netns_path;  // /run/netns/<name>: the sandbox's only network
+  std::string id;            // the sandbox id (runsc container id, hostname)
+  std::string dir;           // private directory of this sandbox (0700), removed by destroy()
+  std::string rootfs_dir;    // the template's root file system, shared read-only
+  std::string rootfs_image;  // the template's ext4 image of it (microvm), shared read-only
+  std::string netns_path;    // /run/netns/<name>: the sandbox's only network
   std::string gateway_ipv4, gateway_ipv6;  // nameservers of /etc/resolv.conf
-  std::string cgroup;  // cgroup path relative to each hierarchy's root ("/cordon/<name>")
+  std::string sandbox_ipv4;  // the sandbox's own address (its /30's .2; microvm guests set it)
+  std::string cgroup;        // cgroup path relative to each hierarchy's root ("/cordon/<name>")
   Resources resources;
   // The sandbox's init: the agent. Its environment is exactly `env` (never the host's).
   std::vector<std::string> init_argv;

@@ -19,6 +19,7 @@
 
 #include "common/encoding.h"
 #include "common/time_format.h"
+#include "common/unix_socket.h"
 
 namespace cordon::sandbox {
 namespace {
@@ -76,23 +77,7 @@ json error_json(const Error& e) {
 }
 
 bool send_line(int fd, const json& j) {
-  std::string line = j.dump() + "\n";
-  std::string_view rest = line;
-  while (!rest.empty()) {
-    ssize_t n = send(fd, rest.data(), rest.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    rest.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
-// Root, or the uid serve runs as: the same rule as the steering control socket.
-bool peer_allowed(int fd) {
-  ucred cred{};
-  socklen_t len = sizeof cred;
-  return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
-         (cred.uid == 0 || cred.uid == getuid());
+  return write_all(fd, j.dump() + "\n");
 }
 
 std::map<std::string, std::string> string_map(const json& j, const char* key) {
@@ -181,23 +166,11 @@ struct ManagerControlServer::Impl {
   }
 
   void serve(int fd) {
-    if (!peer_allowed(fd)) return;
-    std::string line;
-    char buf[4096];
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kRequestTimeoutMs);
-    while (line.find('\n') == std::string::npos) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      deadline - std::chrono::steady_clock::now())
-                      .count();
-      if (left <= 0 || line.size() > kMaxControlRequestBytes) return;
-      pollfd p{fd, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(left)) != 1) return;
-      ssize_t n = recv(fd, buf, sizeof buf, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;
-      line.append(buf, static_cast<size_t>(n));
-    }
-    json req = json::parse(line.substr(0, line.find('\n')), nullptr, false);
+    if (!peer_is_root_or_self(fd)) return;
+    auto line =
+        read_line(fd, kMaxControlRequestBytes, std::chrono::milliseconds(kRequestTimeoutMs));
+    if (!line) return;
+    json req = json::parse(*line, nullptr, false);
     if (req.is_discarded() || !req.is_object()) {
       send_line(fd, error_json(Error{"request is not a JSON object",
                                      code(ManagerError::kInvalidArgument)}));
@@ -252,20 +225,9 @@ Result<std::unique_ptr<ManagerControlServer>> ManagerControlServer::start(
   auto impl = std::make_unique<Impl>();
   impl->manager = &manager;
   impl->path = socket_path;
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof sa.sun_path)
-    return fail("sandbox control: socket path too long: " + socket_path);
-  memcpy(sa.sun_path, socket_path.c_str(), socket_path.size() + 1);
-  unlink(socket_path.c_str());
-  impl->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (impl->listen_fd < 0) return fail(std::string("sandbox control: socket: ") + strerror(errno));
-  mode_t old = umask(0177);  // 0600 from birth
-  int rc = bind(impl->listen_fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-  int err = errno;
-  umask(old);
-  if (rc != 0 || listen(impl->listen_fd, 64) != 0)
-    return fail("sandbox control " + socket_path + ": " + strerror(rc ? err : errno));
+  auto listener = listen_unix(socket_path, 64);
+  if (!listener) return fail("sandbox control: " + listener.error().message);
+  impl->listen_fd = listener->release();
   impl->stop_fd = eventfd(0, EFD_CLOEXEC);
   if (impl->stop_fd < 0) return fail(std::string("sandbox control: eventfd: ") + strerror(errno));
   Impl* raw = impl.get();

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "sandbox/manager/agent_client.h"
 #include "sandbox/manager/cgroup.h"
 #include "sandbox/manager/detail/impl.h"
+#include "sandbox/microvm/vsock_uds.h"
 
 namespace cordon::sandbox {
 
@@ -76,6 +78,14 @@ std::string backend_name(BackendKind k) {
 
 }  // namespace
 
+std::string default_name_prefix(const std::string& state_root) {
+  std::error_code ec;
+  // The same directory by any spelling (relative, trailing slash, symlink) gives one prefix.
+  std::string abs = std::filesystem::weakly_canonical(state_root, ec).string();
+  if (ec) abs = state_root;
+  return "cdsb-" + hex_encode(sha256(abs)).substr(0, 8) + "-";
+}
+
 std::string make_sandbox_id() {
   static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
   std::string id;
@@ -110,12 +120,14 @@ BackendSandbox Manager::Impl::backend_view(const StoredSandbox& s) const {
   b.netns_path = "/run/netns/" + s.netns;
   b.gateway_ipv4 = s.gateway_ipv4;
   b.gateway_ipv6 = s.gateway_ipv6;
+  b.sandbox_ipv4 = s.record.address;
   b.cgroup = s.cgroup;
   b.resources = s.record.resources;
   return b;
 }
 
 Backend* Manager::Impl::backend_for(const std::string& name) const {
+  if (name == "microvm") return microvm.get();
   return name == "gvisor" || name.empty() ? gvisor.get() : nullptr;
 }
 
@@ -123,7 +135,45 @@ Status Manager::Impl::persist(const StoredSandbox& s) {
   return registry->put(s);
 }
 
+Status Manager::Impl::lease_template(const std::string& id, const TemplateInfo& t) {
+  if (t.lock_file.empty()) return {};
+  int fd = ::open(t.lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0)
+    return fail("template " + t.id + ": open " + t.lock_file + ": " + std::strerror(errno));
+  // LOCK_NB: an exclusive holder is TemplateStore::remove, which is deleting it right now.
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
+    int e = errno;
+    ::close(fd);
+    return fail("template " + t.id + " is being removed" +
+                (e == EWOULDBLOCK ? std::string() : std::string(": ") + std::strerror(e)));
+  }
+  // remove() renames the template's directory away before deleting it: a lock taken on the
+  // file after that protects nothing.
+  struct stat by_fd {};
+  struct stat by_path {};
+  if (::fstat(fd, &by_fd) != 0 || ::stat(t.lock_file.c_str(), &by_path) != 0 ||
+      by_fd.st_ino != by_path.st_ino || by_fd.st_dev != by_path.st_dev) {
+    ::close(fd);
+    return fail("template " + t.id + " was removed");
+  }
+  std::lock_guard lk(mu);
+  if (auto it = template_leases.find(id); it != template_leases.end()) ::close(it->second);
+  template_leases[id] = fd;
+  return {};
+}
+
+void Manager::Impl::release_template(const std::string& id) {
+  std::lock_guard lk(mu);
+  auto it = template_leases.find(id);
+  if (it == template_leases.end()) return;
+  ::close(it->second);
+  template_leases.erase(it);
+}
+
 Result<int> Manager::Impl::connect(const StoredSandbox& s, int timeout_ms) const {
+  // A microVM's agent listens on vsock only, reached through its monitor's Unix socket.
+  if (s.record.backend == "microvm")
+    return vsock_uds_connect(microvm_vsock_path(s.dir), kAgentPort, timeout_ms);
   auto in = enter_gateway();
   if (!in) return fail(in.error());
   return tcp_connect(s.record.address, kAgentPort, timeout_ms);
@@ -144,6 +194,23 @@ Status Manager::Impl::wait_agent(const StoredSandbox& s, std::chrono::millisecon
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return fail("the agent did not answer /health within " + std::to_string(timeout.count()) +
+              " ms (last: " + last + ")");
+}
+
+// /init doubles as the readiness probe: the first connection the agent accepts carries it (a
+// separate /health first would cost a round trip through the guest's network stack).
+Status Manager::Impl::init_agent(const StoredSandbox& s, const AgentInit& init,
+                                 std::chrono::milliseconds timeout) const {
+  auto deadline = Clock::now() + timeout;
+  std::string last = "no attempt";
+  while (Clock::now() < deadline) {
+    auto fd = connect(s, 500);
+    if (fd) return agent_init(*fd, init, 10000);
+    last = fd.error().message;
+    // Refused until the agent listens: answered at once, so a short pause suffices.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return fail("the agent accepted no connection within " + std::to_string(timeout.count()) +
               " ms (last: " + last + ")");
 }
 
@@ -186,7 +253,10 @@ Result<StoredSandbox> Manager::Impl::prepare(const CreateSpec& spec, const Templ
     sandboxes.erase(r.id);
     return fail(st.error());
   }
+  StepClock clock(o.on_step);
   if (auto st = ensure_directory(s.dir, 0700); !st) return undo(st.error());
+  if (auto st = lease_template(r.id, t); !st) return undo(st.error());
+  clock.mark("record");
   {
     auto in = enter_gateway();
     if (!in) return undo(in.error());
@@ -197,11 +267,14 @@ Result<StoredSandbox> Manager::Impl::prepare(const CreateSpec& spec, const Templ
     s.gateway_ipv4 = ns->host_ipv4;
     s.gateway_ipv6 = ns->host_ipv6;
   }
+  clock.mark("netns");
   if (auto st = persist(s); !st) return undo(st.error());
+  clock.mark("registry");
   // Confined before anything runs behind the interface.
   Status attached = pooled ? o.confinement->attach(r.id, s.host_interface, "", "")
                            : o.confinement->attach(r.id, s.host_interface, r.address, s.ipv6);
   if (!attached) return undo(attached.error());
+  clock.mark("attach");
   if (!pooled) {
     r.profile = spec.profile;
     r.owner = spec.owner;
@@ -212,15 +285,19 @@ Result<StoredSandbox> Manager::Impl::prepare(const CreateSpec& spec, const Templ
   if (!backend) return undo(Error{"backend " + r.backend + " is not available"});
   BackendSandbox b = backend_view(s);
   b.rootfs_dir = t.rootfs_dir;
+  b.rootfs_image = t.ext4_image;
   b.init_argv = o.agent_argv;
   b.env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
            {"HOME", "/root"}};
   for (const auto& [k, v] : t.env) b.env[k] = v;
+  clock.mark("register");
   auto started = backend->start(b);
   if (!started) return undo(started.error());
+  clock.mark("backend");
   s.host_pids = started->host_pids;
   s.phase = pooled ? Phase::kPooled : Phase::kCreating;
   if (auto st = persist(s); !st) return undo(st.error());
+  clock.mark("registry");
   {
     std::lock_guard lk(mu);
     sandboxes[r.id] = s;
@@ -238,25 +315,28 @@ Status Manager::Impl::activate(StoredSandbox& s, const CreateSpec& spec, const T
   r.env_vars = spec.env_vars;
   r.on_timeout = spec.on_timeout;
   r.envd_access_token = base64url_encode(random_bytes(24));
+  StepClock clock(o.on_step);
   if (s.phase == Phase::kPooled) {
-    s.phase = Phase::kCreating;
-    if (auto st = persist(s); !st) return st;
+    // No registry write until the claim is done: a crash meanwhile leaves a kPooled record,
+    // which recovery reaps just like a kCreating one.
     if (auto st = o.confinement->attach(r.id, s.host_interface, r.address, s.ipv6); !st) return st;
+    clock.mark("claim.attach");
+    s.phase = Phase::kCreating;  // registered from here on: destroy() unregisters it
     if (auto st = o.confinement->register_sandbox(r); !st) return st;
+    clock.mark("claim.register");
   }
-  if (auto st = wait_agent(s, o.agent_start_timeout); !st) return st;
   AgentInit init;
   init.env_vars = t.env;  // the template's, then the caller's: never the host's
   for (const auto& [k, v] : spec.env_vars) init.env_vars[k] = v;
   init.access_token = r.envd_access_token;
-  auto fd = connect(s, 2000);
-  if (!fd) return fail(fd.error());
-  if (auto st = agent_init(*fd, init, 10000); !st) return st;
+  if (auto st = init_agent(s, init, o.agent_start_timeout); !st) return st;
+  clock.mark("agent.init");
   r.started_at = std::chrono::system_clock::now();
   r.end_at = r.started_at + std::min(spec.timeout, o.max_timeout);
   r.state = SandboxState::kRunning;
   s.phase = Phase::kRunning;
   if (auto st = persist(s); !st) return st;
+  clock.mark("registry");
   std::lock_guard lk(mu);
   sandboxes[r.id] = s;
   cv.notify_all();
@@ -284,7 +364,9 @@ Status Manager::Impl::destroy(const StoredSandbox& s) {
   std::error_code ec;
   if (!s.dir.empty()) std::filesystem::remove_all(s.dir, ec);
   if (ec) errors += " remove " + s.dir + ": " + ec.message() + ";";
+  // Only once nothing of the sandbox is left (its overlay's lower layer is the template).
   if (!errors.empty()) return fail("destroy " + s.record.id + ":" + errors);
+  release_template(s.record.id);
   return registry->remove(s.record.id);
 }
 
@@ -297,7 +379,7 @@ std::optional<StoredSandbox> Manager::Impl::claim(const std::string& alias,
   if (it == pool.end() || it->second.empty()) return std::nullopt;
   std::string id = it->second.front();
   it->second.erase(it->second.begin());
-  cv.notify_all();  // the pool thread refills
+  claims_in_flight++;  // the pool thread refills once claims pause (create() ends the claim)
   auto s = sandboxes.find(id);
   if (s == sandboxes.end()) return std::nullopt;
   return s->second;
@@ -377,6 +459,17 @@ void Manager::Impl::pool_loop() {
       cv.wait_for(lk, std::chrono::seconds(1));
       continue;
     }
+    // A refill competes with the claims for the CPU and the steering service: it waits for a
+    // pause in them (a burst of creates is served from the pool first, then refilled).
+    if (claims_in_flight > 0) {
+      cv.wait_for(lk, std::chrono::seconds(1));
+      continue;
+    }
+    auto quiet = last_claim + kRefillQuietPeriod;
+    if (Clock::now() < quiet) {
+      cv.wait_until(lk, quiet);
+      continue;
+    }
     pool_filling[want]++;
     lk.unlock();
     Result<StoredSandbox> made = fail("no template");
@@ -427,11 +520,14 @@ Manager::~Manager() {
 Result<SandboxRecord> Manager::create(const CreateSpec& spec_in) {
   CreateSpec spec = spec_in;
   if (spec.backend == BackendKind::kAuto) spec.backend = impl_->o.default_backend;
-  if (spec.backend == BackendKind::kAuto) spec.backend = BackendKind::kGvisor;
-  if (spec.backend == BackendKind::kMicrovm)
+  Status microvm_ok = microvm_available(impl_->microvm_options);
+  // auto: microvm where hardware virtualization can boot it, else gvisor.
+  if (spec.backend == BackendKind::kAuto)
+    spec.backend = microvm_ok ? BackendKind::kMicrovm : BackendKind::kGvisor;
+  if (spec.backend == BackendKind::kMicrovm && !microvm_ok)
     return mfail(ManagerError::kInvalidArgument,
-                 "microvm backend not available on this host: this build has no microvm backend "
-                 "(use --backend gvisor or auto)");
+                 "microvm backend not available on this host: " + microvm_ok.error().message +
+                     " (use --backend gvisor or auto)");
   if (spec.profile.empty()) return mfail(ManagerError::kInvalidArgument, "a profile is needed");
   if (auto st = validate_env(spec.env_vars); !st) return fail(st.error());
   if (auto st = validate_resources(spec.resources); !st) return fail(st.error());
@@ -449,6 +545,16 @@ Result<SandboxRecord> Manager::create(const CreateSpec& spec_in) {
                  "template '" + spec.template_name + "': " + t.error().message);
 
   std::optional<StoredSandbox> s = impl_->claim(t->alias, spec);
+  struct ClaimEnd {
+    Impl* m;
+    ~ClaimEnd() {
+      if (!m) return;
+      std::lock_guard lk(m->mu);
+      m->claims_in_flight--;
+      m->last_claim = std::chrono::steady_clock::now();
+      m->cv.notify_all();
+    }
+  } claim_end{s ? impl_.get() : nullptr};
   if (!s) {
     std::lock_guard lk(impl_->mu);
     if (impl_->sandboxes.size() >= impl_->o.max_sandboxes)
@@ -528,10 +634,14 @@ Status change_pause(Manager::Impl& m, std::string_view id_in, bool to_paused) {
   if (!b) return mfail(ManagerError::kBackend, "no backend " + s.record.backend);
   Status st = to_paused ? b->pause(m.backend_view(s)) : b->resume(m.backend_view(s));
   if (!st) return mfail(ManagerError::kBackend, st.error().message);
+  // A microVM's monitor ends with its pause and a new one resumes it: the liveness check
+  // (deadline_loop) must watch the new one, or none.
+  auto now = b->status(m.backend_view(s));
   std::lock_guard lk(m.mu);
   auto it = m.sandboxes.find(id);
   if (it == m.sandboxes.end())
     return mfail(ManagerError::kNotFound, "sandbox '" + id + "' is gone");
+  if (now) it->second.host_pids = now->host_pids;
   it->second.phase = to_paused ? Phase::kPaused : Phase::kRunning;
   it->second.record.state = to_paused ? SandboxState::kPaused : SandboxState::kRunning;
   if (to_paused) {
@@ -696,7 +806,8 @@ std::map<std::string, uint32_t> Manager::pool_ready() const {
 Result<std::unique_ptr<Manager>> Manager::open(ManagerOptions options) {
   auto impl = std::make_unique<Impl>();
   if (!options.confinement) return mfail(ManagerError::kInvalidArgument, "manager: no confinement");
-  if (options.name_prefix.empty() || options.name_prefix.size() > 20)
+  if (options.name_prefix.empty()) options.name_prefix = default_name_prefix(options.state.root);
+  if (options.name_prefix.size() > 20)
     return mfail(ManagerError::kInvalidArgument, "manager: name_prefix must be 1..20 chars");
   if (!options.find_template) {
 #ifdef CORDON_HAVE_TEMPLATES
@@ -719,7 +830,10 @@ Result<std::unique_ptr<Manager>> Manager::open(ManagerOptions options) {
   GvisorOptions g;
   g.runsc = impl->o.runsc;
   g.runsc_root = impl->o.state.root + "/runsc";
+  g.on_step = impl->o.on_step;
   impl->gvisor = make_gvisor_backend(g);
+  impl->microvm_options = microvm_default_options(impl->o.state.root);
+  impl->microvm = make_microvm_backend(impl->microvm_options);
   if (auto st = impl->recover(); !st) return fail(st.error());
   Impl* raw = impl.get();
   impl->deadline_thread = std::thread([raw] { raw->deadline_loop(); });

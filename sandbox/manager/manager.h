@@ -126,16 +126,25 @@ struct ManagerOptions {
   // a name in /run/netns or a path; empty = the namespace of the thread calling open().
   std::string netns;
   // Prefix of every namespace and cgroup name the manager makes ("<prefix><id>"). The start-up
-  // sweep removes those with this prefix that no record owns: one manager per prefix per host.
-  std::string name_prefix = "cdsb-";
+  // sweep removes those with this prefix that no record owns, so the prefix must belong to this
+  // state directory alone: empty = default_name_prefix(state.root), which keeps managers with
+  // different state directories (two `cordon serve` on one host) out of each other's sandboxes.
+  std::string name_prefix;
   // Template lookup (alias or id); empty = TemplateStore(state).find.
   std::function<Result<TemplateInfo>(const std::string&)> find_template;
   // The sandbox's init; the agent must answer GET /health on port 49983.
   std::vector<std::string> agent_argv = {"/usr/local/bin/cordon-agent", "--listen",
                                          "0.0.0.0:49983"};
-  std::chrono::milliseconds agent_start_timeout{30000};  // start -> /health answers
+  std::chrono::milliseconds agent_start_timeout{30000};  // start -> the agent takes /init
   std::string runsc = "runsc";
+  // Told how long each step of making a sandbox took ("netns", "attach", "backend.mkfs",
+  // "backend.runsc_run", "claim.attach", "agent.init", "registry", ...): for benchmarks and
+  // metrics. Called from the creating thread (and the pool's); may be empty.
+  std::function<void(std::string_view step, std::chrono::microseconds took)> on_step;
 };
+
+// "cdsb-" + 8 hex digits of SHA-256 of the state directory's absolute path + "-" (14 chars).
+std::string default_name_prefix(const std::string& state_root);
 
 // Output of a command run with exec(), delivered as it comes.
 struct ExecOutput {

@@ -44,6 +44,12 @@ Status Manager::Impl::recover() {
       }
     }
     if (keep) {
+      // Its template stays in use (a kill -9 of the previous manager released the lease). One
+      // removed in between took the sandbox's lower layer with it: nothing to adopt.
+      auto t = o.find_template(s.record.template_id);
+      keep = t && lease_template(s.record.id, *t);
+    }
+    if (keep) {
       s.record.state = s.phase == Phase::kPaused ? SandboxState::kPaused : SandboxState::kRunning;
       sandboxes[s.record.id] = s;
     } else {
@@ -89,6 +95,8 @@ Status Manager::Impl::sweep() {
     s.netns = o.name_prefix + id;
     s.cgroup = "/cordon/" + s.netns;
     if (auto st = gvisor->destroy(backend_view(s)); !st) errors += " " + st.error().message + ";";
+    // A microVM's monitor is found through the directory's state file.
+    if (auto st = microvm->destroy(backend_view(s)); !st) errors += " " + st.error().message + ";";
     std::error_code ec;
     std::filesystem::remove_all(s.dir, ec);
   }

@@ -537,6 +537,18 @@ Status TemplateStore::remove(const std::string& name_or_id) {
   std::vector<std::string> ids;
   bool by_alias = detail::valid_template_name(name_or_id) &&
                   detail::read_alias(p.aliases(), name_or_id).has_value();
+  // The build the name stands for, in use by a sandbox, is refused whole: its alias stays and
+  // nothing is removed (superseded builds of an alias that are in use are kept, below).
+  std::string named = by_alias ? *detail::read_alias(p.aliases(), name_or_id) : name_or_id;
+  if (detail::valid_template_id(named) && ::access((p.dir(named) + "/lock").c_str(), F_OK) == 0) {
+    auto held = FileLock::try_acquire(p.dir(named) + "/lock", FileLock::Mode::kExclusive);
+    if (!held) return fail(held.error());
+    if (!held->has_value())
+      return error(TemplateError::kInUse,
+                   "template '" + name_or_id + "' (build " + named +
+                       ") is in use by a sandbox: not removed; kill the sandboxes made from it "
+                       "first (cordon sandbox list)");
+  }
   for (const auto& name : list_names(p.root)) {
     if (!detail::valid_template_id(name)) continue;
     auto m = load_manifest(p, name);

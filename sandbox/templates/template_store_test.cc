@@ -500,6 +500,39 @@ TEST(TemplateStoreFs, FindListRemove) {
   EXPECT_EQ(store.remove("base").error().code, int(TemplateError::kNotFound));
 }
 
+// The build an alias (or id) stands for, in use by a sandbox (the manager's shared lock), is
+// refused whole: the alias and every build stay until the lock goes.
+TEST(TemplateStoreFs, RemoveRefusesTheCurrentBuildInUse) {
+  testing::TempDir dir("tpl-inuse");
+  StateDir state{dir.path()};
+  const std::string old_id = "aaaaaaaaaaaaaaaaaaaa", new_id = "bbbbbbbbbbbbbbbbbbbb";
+  fake_template(dir.path(), old_id, "base", 100);
+  fake_template(dir.path(), new_id, "base", 10);
+  fs::create_directories(dir.path() + "/templates/aliases");
+  ASSERT_TRUE(set_alias(dir.path() + "/templates/aliases", "base", new_id));
+  TemplateStore store(state);
+  auto found = store.find("base");
+  ASSERT_TRUE(found) << found.error().message;
+  auto lease = FileLock::try_acquire(found->lock_file, FileLock::Mode::kShared);
+  ASSERT_TRUE(lease && lease->has_value());
+  for (const std::string& name : {std::string("base"), new_id}) {
+    auto st = store.remove(name);
+    ASSERT_FALSE(st) << name;
+    EXPECT_EQ(st.error().code, int(TemplateError::kInUse));
+    EXPECT_NE(st.error().message.find("in use by a sandbox"), std::string::npos)
+        << st.error().message;
+    EXPECT_NE(st.error().message.find(new_id), std::string::npos) << st.error().message;
+    auto still = store.find("base");
+    ASSERT_TRUE(still) << name << ": the alias went";
+    EXPECT_EQ(still->id, new_id);
+    EXPECT_TRUE(store.find(old_id)) << name << ": a build went";
+  }
+  lease->reset();
+  EXPECT_TRUE(store.remove("base"));
+  EXPECT_FALSE(store.find("base"));
+  EXPECT_FALSE(store.find(old_id));
+}
+
 TEST(TemplateStoreBuild, RefusesMissingInputsBeforeBuilding) {
   testing::TempDir dir("tpl-build");
   TemplateStore store(StateDir{dir.path()});

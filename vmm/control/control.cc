@@ -11,6 +11,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "common/unix_socket.h"
 #include "vmm/limits.h"
 #include "vmm/seccomp.h"
 
@@ -69,20 +70,9 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(const std::string& p
   s->path_ = path;
   s->machine_ = machine;
   s->on_stop_ = std::move(on_stop);
-  sockaddr_un a{};
-  if (path.size() >= sizeof a.sun_path) return fail("control socket path too long: " + path);
-  a.sun_family = AF_UNIX;
-  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return fail(std::string("socket: ") + std::strerror(errno));
-  s->listener_ = kvm::Fd(fd);
-  ::unlink(path.c_str());
-  mode_t old = ::umask(0177);  // the socket file is created 0600
-  int r =
-      ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);  // sockaddr_un is AF_UNIX's address
-  ::umask(old);
-  if (r < 0 || ::listen(fd, 8) < 0)
-    return fail("control socket " + path + ": " + std::strerror(errno));
+  auto listener = listen_unix(path, 8);
+  if (!listener) return fail("control socket: " + listener.error().message);
+  s->listener_ = kvm::Fd(listener->release());
   s->wake_ = kvm::Fd(::eventfd(0, EFD_CLOEXEC));
   s->thread_ = std::thread([p = s.get(), seccomp] {
     if (seccomp) {
@@ -110,7 +100,7 @@ void ControlServer::run() {
     if (stop_) return;
     if (!(p[0].revents & POLLIN)) continue;
     kvm::Fd client(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!client.valid()) continue;
+    if (!client.valid() || !peer_is_root_or_self(client.get())) continue;
     std::string buf;
     char chunk[4096];
     bool close_client = false;

@@ -13,24 +13,10 @@
 #include <cstring>
 #include <thread>
 
+#include "common/subprocess.h"
+
 namespace cordon::sandbox::detail {
 namespace {
-
-// PATH lookup in the parent: after fork() the child may only call async-signal-safe functions.
-std::string resolve(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/sbin:/usr/bin:/sbin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string candidate = dirs.substr(start, end - start) + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return {};
-}
 
 // Kills the child's whole process group and waits until no member is left (the group of an
 // isolated() child includes its pid-namespace init; the kernel tears the rest down with it).
@@ -55,7 +41,7 @@ Result<ProcessResult> run_process(const std::vector<std::string>& argv,
                                   const std::function<void(std::string_view)>& on_line,
                                   const std::atomic<bool>* cancel) {
   if (argv.empty()) return fail("run_process: empty argv");
-  std::string exe = resolve(argv[0]);
+  std::string exe = find_on_path(argv[0]);  // before fork()
   if (exe.empty()) return fail("cannot find " + argv[0] + " in PATH");
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));

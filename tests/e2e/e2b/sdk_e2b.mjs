@@ -133,6 +133,49 @@ await check('a command curls https://api.denied.test: refused, nothing reached t
   if (log.includes('/e2b-denied')) return fail('the upstream got the request');
   return code === '000' ? true : fail(out);
 });
+// ---- PUT network: a tightening ends what is open ----
+// A response from the allowed host that streams for 60 s (the fake upstream's /slow), in the
+// background; then the sandbox's network is narrowed to refuse that host.
+await check('PUT network tightening cuts an open connection', async () => {
+  // The ticks are watched on the command's own stdout (a stat of the file that curl is writing
+  // fails with EINVAL inside this runsc's overlay, so a file is no witness here).
+  const slow = await sbx.commands.run(
+    'curl -sS -N --max-time 90 "https://api.allowed.test/slow?seconds=60"',
+    { background: true, timeoutMs: 120000 });
+  let flowing = false;  // until bytes arrive (a line every 250 ms)
+  for (let i = 0; i < 75 && !flowing; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    flowing = slow.stdout.includes('tick');
+  }
+  if (!flowing) {
+    await slow.kill();
+    return fail(`the slow response never started (curl: ${JSON.stringify(slow.stderr)})`);
+  }
+  const t0 = Date.now();
+  await sbx.updateNetwork({ denyOut: ['api.allowed.test'] });
+  let exitCode;
+  try {
+    exitCode = (await slow.wait()).exitCode;
+  } catch (e) {
+    if (!(e instanceof CommandExitError)) throw e;
+    exitCode = e.exitCode;
+  }
+  const took = Date.now() - t0;
+  if (exitCode === 0) return fail(`curl finished normally, ${took} ms after the update`);
+  // Well before the 60 s the response would have taken.
+  return took < 10000 ? true : fail(`curl (exit ${exitCode}) ended ${took} ms after the update`);
+});
+await check('  ... the narrowed host is refused to new requests, and allowed again once widened', async () => {
+  const denied = await curl('https://api.allowed.test/e2b-after-narrowing');
+  const code = denied.split('\n').find((l) => /^\d{3}$/.test(l));
+  if (code !== '000') return fail(`after narrowing: ${denied}`);
+  const log = readFileSync(process.env.UPSTREAM_LOG, 'utf8');
+  if (log.includes('/e2b-after-narrowing')) return fail('the upstream got the request');
+  await sbx.updateNetwork({});  // back to the profile as it is
+  const again = await curl('https://api.allowed.test/e2b-after-widening');
+  return /\n200$/.test(again.trim()) ? true : fail(`after widening: ${again}`);
+});
+
 // ---- pause and resume ----
 await check('betaPause() then Sandbox.connect(id) resumes it; the file written before is there', async () => {
   // Written and read back by commands: this check is about pause, not the files API.

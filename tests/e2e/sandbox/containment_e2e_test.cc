@@ -77,8 +77,9 @@ TEST_F(Containment, ForkBomb) {
   ASSERT_TRUE(bomb) << bomb.error().message;
   auto other = manager_->create(spec());
   ASSERT_TRUE(other) << other.error().message;
-  // As the sandbox user: RLIMIT_NPROC applies (root inside is exempt, as on Linux; the host-side
-  // pids.max still bounds it).
+  // As the sandbox user: RLIMIT_NPROC applies (root inside is exempt, as on Linux). In gVisor
+  // it holds the live processes, but the bomb's churn still grows the host tasks until the
+  // host-side pids.max ends the whole sandbox (gvisor_backend.h): contained either way.
   std::atomic<bool> done{false};
   std::thread t([&] {
     (void)sh(*manager_, bomb->id, "timeout 8 sh -c 'f(){ f | f & }; f'; echo survived",
@@ -103,6 +104,53 @@ TEST_F(Containment, ForkBomb) {
               k ? "killed" : "already ended by the host-task backstop");
   t.join();
   expect_unharmed(other->id);
+}
+
+// The guest kernel's RLIMIT_NPROC (Resources::pids) is what stops a process flood inside: fork
+// fails with EAGAIN at the limit, well before the host-side pids.max backstop, and the sandbox
+// lives on. Also measures host tasks per guest process (the backstop's factor).
+TEST_F(Containment, GuestProcessLimitBites) {
+  if (world_->standin()) GTEST_SKIP() << "the stand-in runs without a sandbox user";
+  auto sp = spec();
+  sp.resources.memory_bytes = 512ull << 20;  // 63 python processes do not fit in 256 MiB
+  auto r = manager_->create(sp);
+  ASSERT_TRUE(r) << r.error().message;
+  std::string cg = "/cordon/" + world_->prefix() + r->id;
+  auto idle = sandbox::cgroup::read_u64(sandbox::cgroup::dir("pids", cg) + "/pids.current");
+  auto [code, out] = sh(*manager_, r->id,
+                        "ulimit -p; python3 -c '\n"
+                        "import os, time\n"
+                        "n = 0\n"
+                        "try:\n"
+                        "  for i in range(200):\n"
+                        "    if os.fork() == 0:\n"
+                        "      time.sleep(30); os._exit(0)\n"
+                        "    n += 1\n"
+                        "except OSError as e:\n"
+                        "  print(\"errno\", e.errno)\n"
+                        "print(\"forked\", n, flush=True)\n"
+                        "'",
+                        "user");
+  auto busy = sandbox::cgroup::read_u64(sandbox::cgroup::dir("pids", cg) + "/pids.current");
+  auto max = sandbox::cgroup::read(sandbox::cgroup::dir("pids", cg) + "/pids.max");
+  std::printf("guest process limit: %s| host tasks idle %llu, with the children %llu, pids.max %s",
+              out.c_str(), (unsigned long long)idle.value_or(0),
+              (unsigned long long)busy.value_or(0), max.value_or("?\n").c_str());
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("64\n"), std::string::npos) << "ulimit -p inside: " << out;
+  EXPECT_NE(out.find("errno 11"), std::string::npos) << "fork never failed with EAGAIN: " << out;
+  auto at = out.find("forked ");
+  ASSERT_NE(at, std::string::npos) << out;
+  int forked = atoi(out.c_str() + at + 7);
+  EXPECT_LT(forked, 64) << out;
+  EXPECT_GT(forked, 40) << "the limit bit far too early: " << out;
+  // The backstop leaves a sandbox at its process limit room (host tasks per guest process).
+  ASSERT_TRUE(busy && max);
+  EXPECT_LT(*busy, std::stoull(*max)) << "host tasks at the guest limit reach pids.max";
+  // Still alive and usable; the children still run.
+  auto [c2, o2] = sh(*manager_, r->id, "echo alive");
+  EXPECT_EQ(o2, "alive\n");
+  EXPECT_TRUE(manager_->kill(r->id));
 }
 
 TEST_F(Containment, MemoryHog) {

@@ -167,6 +167,8 @@ class SandboxWorld {
     o.find_template = source_.find;
     o.agent_argv = source_.agent_argv;
     o.ipv4_pool = "10.210.0.0/16";
+    // These suites are the gVisor backend's (auto would pick a microVM where KVM can boot one).
+    o.default_backend = sandbox::BackendKind::kGvisor;
     return o;
   }
 

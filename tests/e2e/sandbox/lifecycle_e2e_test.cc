@@ -2,14 +2,18 @@
 // deadlines, kill with nothing left behind, restart with adopt/reap, warm pool, control socket.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <functional>
 #include <thread>
 
+#include "sandbox/manager/cgroup.h"
 #include "sandbox/manager/control.h"
 #include "tests/e2e/sandbox/fixture.h"
 #include "tests/e2e/sandbox/leftovers.h"
@@ -255,6 +259,106 @@ TEST_F(Lifecycle, ControlSocket) {
   auto none = sandbox::control_list(path);
   ASSERT_FALSE(none);
   EXPECT_NE(none.error().message.find("cordon serve"), std::string::npos) << none.error().message;
+}
+
+// Whether some process holds a lock on `file` that conflicts with an exclusive one: the check
+// TemplateStore::remove makes before it deletes a template (without deleting the shared one).
+bool template_in_use(const std::string& file) {
+  int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool busy = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);
+  return busy;
+}
+
+// The manager holds the template of every sandbox it runs (pooled ones too), also after a
+// restart that adopted them; remove() of the template refuses meanwhile.
+TEST_F(Lifecycle, TemplateInUseIsHeld) {
+  auto t = world_->options().find_template("base");
+  ASSERT_TRUE(t) << t.error().message;
+  if (t->lock_file.empty()) GTEST_SKIP() << "the stand-in template has no lock file";
+  if (template_in_use(t->lock_file))
+    GTEST_SKIP() << "another process (a suite or bench running alongside) uses " << t->lock_file;
+  auto r = manager().create(world_->spec());
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(template_in_use(t->lock_file));
+  manager_.reset();  // the sandbox keeps running, its lease goes with the process...
+  EXPECT_FALSE(template_in_use(t->lock_file));
+  ASSERT_TRUE(manager().get(r->id));  // ...and the next manager takes it again when adopting
+  EXPECT_TRUE(template_in_use(t->lock_file));
+  ASSERT_TRUE(manager().kill(r->id));
+  EXPECT_FALSE(template_in_use(t->lock_file)) << "released after the last sandbox";
+  // A pooled sandbox holds it too.
+  auto o = world_->options();
+  o.warm_pool = {{"base", 1}};
+  manager_.reset();
+  auto mm = sandbox::Manager::open(o);
+  ASSERT_TRUE(mm) << mm.error().message;
+  for (int i = 0; i < 300 && (*mm)->pool_ready()["base"] < 1; ++i)
+    std::this_thread::sleep_for(100ms);
+  ASSERT_EQ((*mm)->pool_ready()["base"], 1u);
+  EXPECT_TRUE(template_in_use(t->lock_file));
+  mm->reset();
+  EXPECT_FALSE(template_in_use(t->lock_file));
+}
+
+// Two managers with different state directories on one host (two `cordon serve`): each one's
+// start-up sweep leaves the other's sandboxes alone.
+TEST_F(Lifecycle, TwoStateDirsDoNotSweepEachOther) {
+  auto oa = world_->options();
+  oa.name_prefix = "";  // derived from the state directory, as `cordon serve` does
+  auto ob = oa;
+  std::string state_b = world_->state() + "-b";
+  std::filesystem::create_directories(state_b);
+  chmod(state_b.c_str(), 0700);
+  ob.state = StateDir{state_b};
+  std::string pa = sandbox::default_name_prefix(oa.state.root);
+  std::string pb = sandbox::default_name_prefix(ob.state.root);
+  ASSERT_NE(pa, pb);
+  EXPECT_EQ(pa, sandbox::default_name_prefix(oa.state.root + "/"));
+  EXPECT_EQ(pa.size(), 14u);
+  auto cleanup = [&] {
+    for (auto* o : {&oa, &ob})
+      if (auto m = sandbox::Manager::open(*o)) (void)(*m)->kill_all();
+    for (const auto& p : {pa, pb})
+      for (const auto& n : sandbox::list_netns(p)) (void)sandbox::delete_netns_sandbox(n);
+    std::error_code ec;
+    std::filesystem::remove_all(state_b, ec);
+  };
+  struct Guard {
+    std::function<void()> f;
+    ~Guard() { f(); }
+  } guard{cleanup};
+  auto ma = sandbox::Manager::open(oa);
+  ASSERT_TRUE(ma) << ma.error().message;
+  auto mb = sandbox::Manager::open(ob);
+  ASSERT_TRUE(mb) << mb.error().message;
+  auto a = (*ma)->create(world_->spec());
+  ASSERT_TRUE(a) << a.error().message;
+  auto b = (*mb)->create(world_->spec());
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_EQ(sandbox::list_netns(pa), std::vector<std::string>{pa + a->id});
+  EXPECT_EQ(sandbox::list_netns(pb), std::vector<std::string>{pb + b->id});
+  // Each restarts (recovery + sweep) while the other's sandbox runs.
+  mb->reset();
+  mb = sandbox::Manager::open(ob);
+  ASSERT_TRUE(mb) << mb.error().message;
+  EXPECT_EQ(sh(**ma, a->id, "echo a").second, "a\n") << "B's sweep hurt A's sandbox";
+  ma->reset();
+  ma = sandbox::Manager::open(oa);
+  ASSERT_TRUE(ma) << ma.error().message;
+  EXPECT_EQ(sh(**mb, b->id, "echo b").second, "b\n") << "A's sweep hurt B's sandbox";
+  EXPECT_EQ(sh(**ma, a->id, "echo a").second, "a\n") << "A did not adopt its own";
+  EXPECT_FALSE(sandbox::cgroup::children("/cordon").empty());
+  for (const auto& [p, id] : {std::pair{pa, a->id}, std::pair{pb, b->id}}) {
+    bool found = false;
+    for (const auto& c : sandbox::cgroup::children("/cordon")) found = found || c == p + id;
+    EXPECT_TRUE(found) << "cgroup of " << id << " is gone";
+  }
+  EXPECT_TRUE((*ma)->kill(a->id));
+  EXPECT_TRUE((*mb)->kill(b->id));
+  EXPECT_TRUE(sandbox::list_netns(pa).empty());
+  EXPECT_TRUE(sandbox::list_netns(pb).empty());
 }
 
 }  // namespace

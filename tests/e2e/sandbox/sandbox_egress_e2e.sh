@@ -5,12 +5,13 @@
 #   gateway netns: `cordon serve --steering ebpf --transparent-listen ...` and the manager host
 #     (cordon-test-sandbox-host: Manager + SteeringClientConfinement + control socket), forwarding ON
 #   fake internet: cordon-fake-upstream on 198.51.100.10:443 (own CA), nft counters of leaks
+#   (that topology is scripts/lib/sandbox_net.sh)
 # Driven through the CLI: cordon sandbox create / exec / list / kill.
 # Usage: sandbox_egress_e2e.sh CORDON FAKE_UPSTREAM SANDBOX_HOST BUILD_DIR
 set -uo pipefail
 cordon=$(realpath "$1"); upstream_bin=$(realpath "$2"); host_bin=$(realpath "$3"); build=$(realpath "$4")
 here=$(cd "$(dirname "$0")" && pwd)
-. "$here/../../../scripts/lib/test_pki.sh"
+. "$here/../../../scripts/lib/sandbox_net.sh"
 [ "$(id -u)" -eq 0 ] || { echo "SKIPPED: needs root"; exit 0; }
 command -v runsc >/dev/null || { echo "SKIPPED: runsc is not installed"; exit 0; }
 tpl_state=${CORDON_SBX_TEMPLATE_STATE:-}
@@ -22,43 +23,27 @@ id=$$
 gw=cdt-se-gw-$id inet=cdt-se-in-$id prefix=cdtse$id-
 tmp=$(mktemp -d /tmp/cordon-sbx-egress.XXXXXX)
 export CORDON_HOME=$tmp/state
-serve_pid="" upstream_pid="" host_pid=""
+host_pid=""
 failures=0
 secret=ghp_EGRESS_SECRET_$id
 
 cleanup() {
   set +e
   [ -n "$host_pid" ] && { kill -TERM "$host_pid"; wait "$host_pid"; }
-  for pid in $serve_pid $upstream_pid; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
   for n in $(ls /run/netns 2>/dev/null | grep "^$prefix"); do ip netns del "$n"; done
-  for ns in "$gw" "$inet"; do ip netns del "$ns" 2>/dev/null; done
-  rm -rf /etc/netns/"$prefix"* "$tmp"
+  sn_teardown
+  rm -rf /etc/netns/"$prefix"*
+  rm -rf --one-file-system "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM
 check() { local name=$1; shift; if "$@"; then echo "PASS: $name"; else echo "FAIL: $name"; failures=$((failures + 1)); fi; }
 die() { echo "FAIL: $*"; for f in serve host; do [ -f "$tmp/$f.log" ] && sed "s/^/  $f: /" "$tmp/$f.log" | tail -20; done; exit 1; }
-leaked() { ip netns exec "$inet" nft list counter inet se_watch from_sandbox | sed -n 's/.*packets \([0-9]*\).*/\1/p'; }
 
-# ---- topology (as confinement_e2e.sh) ----------------------------------------------------------
-ip netns add "$gw" && ip netns add "$inet" || die "ip netns add"
-ip -n "$gw" link add up0 type veth peer name down0 netns "$inet"
-ip -n "$gw" addr add 198.51.100.1/24 dev up0
-ip -n "$inet" addr add 198.51.100.10/24 dev down0
-for l in "$gw lo" "$gw up0" "$inet lo" "$inet down0"; do set -- $l; ip -n "$1" link set "$2" up; done
-ip -n "$inet" route add 10.200.0.0/16 via 198.51.100.1
-ip netns exec "$gw" sysctl -qw net.ipv4.ip_forward=1
-ip netns exec "$inet" nft -f - <<'NFT' || die "nft watch"
-table inet se_watch {
-  counter from_sandbox {}
-  chain in { type filter hook prerouting priority -300; policy accept;
-    ip saddr 10.200.0.0/16 counter name from_sandbox
-  }
-}
-NFT
-make_upstream_cert "$tmp" "egress e2e internet CA" api.allowed.test api.denied.test || die "upstream cert"
-ip netns exec "$inet" "$upstream_bin" "$tmp/up.pem" "$tmp/up.key" 198.51.100.10:443 \
-  >"$tmp/upstream.jsonl" 2>"$tmp/upstream.log" &
-upstream_pid=$!
+# ---- topology (scripts/lib/sandbox_net.sh; the test host's pool is 10.200.0.0/16) -------------
+sn_net_up "$gw" "$inet" 10.200.0.0/16 || die "topology"
+sn_upstream_start "$upstream_bin" "$tmp" "egress e2e internet CA" api.allowed.test api.denied.test \
+  || die "fake upstream"
 cat >"$tmp/rules.yaml" <<'YAML'
 version: 1
 dns: {unlisted: nxdomain}
@@ -77,15 +62,11 @@ YAML
 "$cordon" init >"$tmp/init.log" 2>&1 || die "cordon init: $(cat "$tmp/init.log")"
 printf '%s' "$secret" | "$cordon" vault put gh-pat --stdin >/dev/null || die "vault put"
 "$cordon" ca export >"$tmp/root.pem"
-ip netns exec "$gw" "$cordon" serve --rules "$tmp/rules.yaml" \
+sn_serve_start "$cordon" "$tmp/serve.log" "cordon: steering" 10 --rules "$tmp/rules.yaml" \
   --transparent-listen 127.0.0.1:15001 --admin-listen 127.0.0.1:15002 --steering ebpf \
   --resolve api.allowed.test=198.51.100.10 --resolve api.denied.test=198.51.100.10 \
-  --upstream-ca "$tmp/up-ca.pem" --no-system-trust --threads 2 2>>"$tmp/serve.log" &
-serve_pid=$!
-for _ in $(seq 100); do
-  [ -S "$CORDON_HOME/steering.sock" ] && grep -q "cordon: steering" "$tmp/serve.log" && break
-  kill -0 "$serve_pid" 2>/dev/null || die "cordon serve exited"; sleep 0.1
-done
+  --upstream-ca "$tmp/up-ca.pem" --no-system-trust --threads 2 || die "cordon serve"
+for _ in $(seq 50); do [ -S "$CORDON_HOME/steering.sock" ] && break; sleep 0.1; done
 if [ ! -S "$CORDON_HOME/sandbox.sock" ]; then
   check "no sandbox manager running: the CLI says to start cordon serve" \
     bash -c "'$cordon' sandbox create --profile agent 2>&1 | grep -q 'start .cordon serve'"
@@ -117,7 +98,7 @@ import socket
 try:
   s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP); s.sendto(b\"\\x08\\0\\0\\0\\0\\1\\0\\1\", (\"198.51.100.10\", 0))
 except OSError: pass"' 2>/dev/null
-check "UDP and ICMP never reached the fake internet (no packet from the sandbox at all)" test "$(leaked)" = 0
+check "UDP and ICMP never reached the fake internet (no packet from the sandbox at all)" test "$(sn_leaked)" = 0
 gw_addr=$(x "ip route 2>/dev/null | sed -n 's/default via \([0-9.]*\).*/\1/p'; awk '/nameserver/{print \$2; exit}' /etc/resolv.conf" | tail -1)
 check "the gateway is not reachable on 49983 or its admin port" \
   test "$(x "for p in 49983 15002 22; do curl -s -o /dev/null -w '%{http_code} ' --max-time 3 http://$gw_addr:\$p/; done")" = "000 000 000 "
@@ -130,7 +111,7 @@ check "exec exits with the command's exit code" test $? = 5
 check "killed: not listed" bash -c "! '$cordon' sandbox list | grep -q '$sbx'"
 check "killed: registration gone" bash -c "! '$cordon' sandbox list --registrations | grep -q '$sbx'"
 check "killed: namespace gone" bash -c "! ls /run/netns | grep -q '$prefix'"
-check "nothing leaked at any point" test "$(leaked)" = 0
+check "nothing leaked at any point" test "$(sn_leaked)" = 0
 if [ "$failures" -ne 0 ]; then
   echo "FAILED: $failures check(s)"; tail -20 "$tmp/serve.log"; tail -20 "$tmp/host.log"; exit 1
 fi

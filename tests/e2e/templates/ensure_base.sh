@@ -5,7 +5,7 @@
 # it as their state directory (--state / CORDON_HOME), or at least its ca/, because the template
 # trusts that root CA. Uses BUILD_DIR/agent/cordon-agent when built, else the stand-in.
 # Exit 0 ok; 77 skipped (not root, mmdebstrap missing, mirror unreachable; reason on stderr);
-# 1 failure.
+# 1 failure. Concurrent callers wait for one another (flock).
 # Usage: ensure_base.sh BUILD_DIR
 set -uo pipefail
 build=$(realpath "${1:?usage: ensure_base.sh BUILD_DIR}")
@@ -20,6 +20,9 @@ if [ ! -x "$agent" ]; then
   echo "ensure_base.sh: $agent is not built; using the stand-in agent" >&2
   agent=$here/agent_standin.sh
 fi
+# Suites running in parallel wait for one build instead of racing on `init` and the store.
+exec 9>"$build/template-cache.lock"
+flock 9
 if [ ! -f "$state/ca/root.pem" ]; then
   "$cordon" --state "$state" init >/dev/null || exit 1
 fi

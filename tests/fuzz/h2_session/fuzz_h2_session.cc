@@ -1,13 +1,16 @@
 // Drives H2ServerSession with arbitrary client bytes, the way the gateway's connection loop
 // does: feed, drain events, translate every accepted request to HTTP/1.1, answer some streams
 // (body and trailers), consume request bodies, produce output, forget closed streams.
-// Input: byte 0 = flags (bit 0: prepend the client preface; bits 1-3: feed chunk size class),
-// the rest is the client's byte stream. Invariants checked with __builtin_trap().
+// Input: byte 0 = flags (bit 0: prepend the client preface; bits 1-3: feed chunk size class;
+// bit 4: drive the client session toward an upstream instead, H2ClientSession, with three
+// requests open: then the rest is the upstream's byte stream), the rest is the client's byte
+// stream. Invariants checked with __builtin_trap().
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "gateway/h2/client_session.h"
 #include "gateway/h2/server_session.h"
 #include "gateway/h2/translate.h"
 
@@ -77,6 +80,73 @@ void drain(H2ServerSession& s, uint64_t now) {
   (void)now;
 }
 
+// The upstream side: what an untrusted h2 server can make the client session hold or emit.
+void drain_upstream(H2ClientSession& s, const H2Limits& limits) {
+  auto events = std::move(s.events());
+  s.events().clear();
+  for (const H2UpstreamEvent& e : events) {
+    H2UpstreamStream* st = s.stream(e.stream);
+    if (!st) continue;
+    // nghttp2 enforces our windows: never more unconsumed bytes than one stream window.
+    if (st->received - st->consumed > limits.stream_response_buffer_bytes) __builtin_trap();
+    switch (e.kind) {
+      case H2UpstreamEventKind::kHead: {
+        detail::MessageHead m;
+        m.status = st->status;
+        m.headers = st->headers;
+        H2ResponseHead rh = to_h2_response(m, {"s3cret"});
+        for (const auto& h : rh.headers) {
+          if (h.name.empty() || h.name[0] == ':' || h.value.find("s3cret") != std::string::npos)
+            __builtin_trap();
+        }
+        break;
+      }
+      case H2UpstreamEventKind::kData:
+        s.consume(st->id, st->body_in.size());
+        st->body_in.clear();
+        break;
+      case H2UpstreamEventKind::kEnd:
+        for (const auto& h : to_h2_trailers(st->trailers, {"s3cret"})) {
+          if (h.value.find("s3cret") != std::string::npos) __builtin_trap();
+        }
+        break;
+      case H2UpstreamEventKind::kSent:
+        st->sent_reported = st->sent;
+        break;
+      case H2UpstreamEventKind::kClosed:
+        s.forget(st->id);
+        break;
+    }
+  }
+  std::string out;
+  s.produce(out, 1 << 20);
+}
+
+int fuzz_upstream(const uint8_t* data, size_t size, size_t chunk) {
+  H2Limits limits;
+  limits.max_header_list_bytes = 4096;
+  limits.max_header_count = 32;
+  const H2Limits clamped = limits.clamped();
+  H2ClientSession s(limits);
+  s.submit("GET", "api.test", "/a", {{"x-api-key", "s3cret", true}}, true);
+  int32_t post =
+      s.submit("POST", "api.test", "/svc/Echo", {{"content-type", "application/grpc"}}, false);
+  s.submit("GET", "api.test", "/b", {}, true);
+  s.send_data(post, std::string(70000, 'p'));
+  s.finish_request(post, {{"x-t", "1"}});
+  std::string out;
+  s.produce(out, 1 << 20);
+  size_t pos = 0;
+  while (pos < size) {
+    size_t n = std::min(chunk, size - pos);
+    bool more = s.receive(data + pos, n);
+    pos += n;
+    drain_upstream(s, clamped);
+    if (!more) break;
+  }
+  return 0;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -84,6 +154,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t flags = data[0];
   ++data;
   --size;
+  static const size_t kChunkSizes[] = {1, 7, 64, 512, 4096, 1 << 16, 3, 13};
+  if (flags & 0x10) return fuzz_upstream(data, size, kChunkSizes[(flags >> 1) & 7]);
   H2Limits limits;
   limits.max_header_list_bytes = 4096;
   limits.max_header_count = 32;

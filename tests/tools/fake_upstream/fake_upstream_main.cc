@@ -5,7 +5,8 @@
 // is printed in full as one JSON line on stdout (the demo's upstream
 // log). It trusts nothing and keeps nothing; it only ever runs inside the demo's own network
 // namespace. A request with `Upgrade: websocket` is answered 101 and then echoed frame by frame
-// (RFC 6455, minimal), after the same log line. Usage: cordon-fake-upstream CERT.pem KEY.pem
+// (RFC 6455, minimal), after the same log line. /slow?seconds=N streams for N seconds (see
+// stream_slowly). Usage: cordon-fake-upstream CERT.pem KEY.pem
 // ADDR:PORT
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,6 +16,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <mutex>
@@ -48,6 +51,26 @@ std::string fingerprint(const std::string& v) {
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
+}
+
+// /slow?seconds=N (default 30, at most 600): a chunked response that sends one "tick" line
+// every 250 ms for N seconds, for a client that needs a connection kept busy (a long download).
+// Stops early when the client goes away.
+void stream_slowly(SSL* ssl, const std::string& path) {
+  long seconds = 30;
+  size_t q = path.find("seconds=");
+  if (q != std::string::npos) seconds = std::strtol(path.c_str() + q + 8, nullptr, 10);
+  seconds = std::clamp(seconds, 1L, 600L);
+  std::string head =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
+      "Connection: close\r\n\r\n";
+  if (SSL_write(ssl, head.data(), static_cast<int>(head.size())) <= 0) return;
+  static const std::string kTick = "5\r\ntick\n\r\n";
+  for (long i = 0; i < seconds * 4; ++i) {
+    if (SSL_write(ssl, kTick.data(), static_cast<int>(kTick.size())) <= 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  SSL_write(ssl, "0\r\n\r\n", 5);
 }
 
 // Reads one request head (and its Content-Length body, discarded) and answers it; one request
@@ -136,6 +159,19 @@ void serve(SSL_CTX* ctx, int fd) {
             return SSL_write(ssl, d.data(), static_cast<int>(d.size())) ==
                    static_cast<int>(d.size());
           });
+      SSL_shutdown(ssl);
+      SSL_free(ssl);
+      ::close(fd);
+      return;
+    }
+    std::string path = j["path"].get<std::string>();
+    if (path.rfind("/slow", 0) == 0) {
+      {
+        std::lock_guard<std::mutex> lock(g_log_mu);
+        std::fputs(log_line.c_str(), stdout);
+        std::fflush(stdout);
+      }
+      stream_slowly(ssl, path);
       SSL_shutdown(ssl);
       SSL_free(ssl);
       ::close(fd);

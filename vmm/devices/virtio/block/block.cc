@@ -39,7 +39,8 @@ bool pwrite_all(int fd, const uint8_t* p, uint64_t len, uint64_t off) {
 }
 }  // namespace
 
-Result<std::unique_ptr<Block>> Block::create(const std::string& base, const std::string& overlay) {
+Result<std::unique_ptr<Block>> Block::create(const std::string& base, const std::string& overlay,
+                                             bool keep_overlay) {
   std::unique_ptr<Block> b(new Block());
   int fd = ::open(base.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return fail("open block base " + base + ": " + std::strerror(errno));
@@ -48,10 +49,15 @@ Result<std::unique_ptr<Block>> Block::create(const std::string& base, const std:
   if (::fstat(fd, &st) < 0) return fail("fstat " + base);
   b->size_ = static_cast<uint64_t>(st.st_size) & ~511ull;
   if (!overlay.empty()) {
-    int ofd = ::open(overlay.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int flags = keep_overlay ? O_RDWR | O_CLOEXEC : O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
+    int ofd = ::open(overlay.c_str(), flags, 0600);
     if (ofd < 0) return fail("open block overlay " + overlay + ": " + std::strerror(errno));
     b->overlay_ = kvm::Fd(ofd);
-    if (::ftruncate(ofd, static_cast<off_t>(b->size_)) < 0) return fail("ftruncate " + overlay);
+    struct stat ost {};
+    if (keep_overlay && (::fstat(ofd, &ost) < 0 || static_cast<uint64_t>(ost.st_size) != b->size_))
+      return fail("block overlay " + overlay + " does not have the base image's size");
+    if (!keep_overlay && ::ftruncate(ofd, static_cast<off_t>(b->size_)) < 0)
+      return fail("ftruncate " + overlay);
     b->dirty_.assign((b->size_ + kBlockBytes - 1) / kBlockBytes, false);
   }
   return b;

@@ -19,7 +19,10 @@ class Block : public Device {
  public:
   static constexpr uint64_t kBlockBytes = 4096;
   static constexpr uint64_t kMaxRequestBytes = 1u << 20;  // per request, bounds our buffer
-  static Result<std::unique_ptr<Block>> create(const std::string& base, const std::string& overlay);
+  // `keep_overlay` (a restore): the overlay's contents are the snapshot's disk writes, so it must
+  // exist with the base's size and is opened as it is; otherwise it is created empty (truncated).
+  static Result<std::unique_ptr<Block>> create(const std::string& base, const std::string& overlay,
+                                               bool keep_overlay = false);
 
   uint32_t device_id() const override { return kDeviceBlock; }
   uint64_t features() const override;

@@ -52,6 +52,39 @@ TEST(Block, CopyOnWriteLeavesBaseUntouched) {
   EXPECT_FALSE((*b2)->restore_state("xx"));
 }
 
+// A restore (pause/resume, or a clone with a copy of the template's overlay) reopens the
+// overlay as it is: the snapshot's dirty map points at blocks that live only there.
+TEST(Block, RestoreKeepsTheOverlayContents) {
+  Disk d;
+  const char* msg = "survives a restore";
+  std::string st;
+  {
+    auto b = Block::create(d.dir + "/base.img", d.dir + "/overlay");
+    ASSERT_TRUE(b) << b.error().message;
+    ASSERT_TRUE((*b)->write_at(5000, reinterpret_cast<const uint8_t*>(msg), std::strlen(msg)));
+    st = (*b)->save_state();
+  }
+  std::filesystem::copy_file(d.dir + "/overlay", d.dir + "/clone");
+  for (const char* overlay : {"/overlay", "/clone"}) {
+    auto r = Block::create(d.dir + "/base.img", d.dir + overlay, /*keep_overlay=*/true);
+    ASSERT_TRUE(r) << r.error().message;
+    ASSERT_TRUE((*r)->restore_state(st));
+    uint8_t buf[64] = {};
+    ASSERT_TRUE((*r)->read_at(5000, buf, std::strlen(msg)));
+    EXPECT_EQ(std::memcmp(buf, msg, std::strlen(msg)), 0) << overlay;
+  }
+  // A restore without its overlay, or with one of another size, is refused, not zero-filled.
+  EXPECT_FALSE(Block::create(d.dir + "/base.img", d.dir + "/missing", true));
+  std::ofstream(d.dir + "/short", std::ios::binary) << "x";
+  EXPECT_FALSE(Block::create(d.dir + "/base.img", d.dir + "/short", true));
+  // A boot starts from an empty overlay.
+  auto fresh = Block::create(d.dir + "/base.img", d.dir + "/overlay");
+  ASSERT_TRUE(fresh);
+  uint8_t c = 0;
+  ASSERT_TRUE((*fresh)->read_at(5000, &c, 1));
+  EXPECT_NE(c, static_cast<uint8_t>(msg[0]));
+}
+
 TEST(Block, BoundsAndReadOnly) {
   Disk d;
   auto b = Block::create(d.dir + "/base.img", "");
