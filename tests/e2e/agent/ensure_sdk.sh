@@ -16,7 +16,7 @@ if [ ! -f "$cache/node_modules/e2b/package.json" ] ||
    ! grep -q "\"version\": \"$version\"" "$cache/node_modules/e2b/package.json"; then
   command -v npm >/dev/null || { echo "SKIPPED: npm is not installed" >&2; exit 77; }
   [ -f "$cache/package.json" ] || echo '{"name":"e2b-cache","private":true}' >"$cache/package.json"
-  if ! (cd "$cache" && timeout 300 npm install --no-audit --no-fund "e2b@$version" >npm.log 2>&1); then
+  if ! (cd "$cache" && timeout 300 npm install --no-audit --no-fund "e2b@$version" >npm.log 2>&1 9>&-); then
     echo "SKIPPED: npm install e2b@$version failed: $(tail -n 3 "$cache/npm.log" | tr '\n' ' ')" >&2
     exit 77
   fi

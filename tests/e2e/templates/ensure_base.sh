@@ -20,15 +20,17 @@ if [ ! -x "$agent" ]; then
   echo "ensure_base.sh: $agent is not built; using the stand-in agent" >&2
   agent=$here/agent_standin.sh
 fi
-# Suites running in parallel wait for one build instead of racing on `init` and the store.
+# Suites running in parallel wait for one build instead of racing on `init` and the store. The
+# lock's fd is closed for every child (`9>&-`): with fd 9 taken, mmdebstrap's hooks get fds
+# above 9, which dash (/bin/sh) cannot name ("Bad fd number").
 exec 9>"$build/template-cache.lock"
 flock 9
 if [ ! -f "$state/ca/root.pem" ]; then
-  "$cordon" --state "$state" init >/dev/null || exit 1
+  "$cordon" --state "$state" init >/dev/null 9>&- || exit 1
 fi
 err=$(mktemp)
 trap 'rm -f "$err"' EXIT
-if ! "$cordon" --state "$state" template build base --agent "$agent" >/dev/null 2>"$err"; then
+if ! "$cordon" --state "$state" template build base --agent "$agent" >/dev/null 2>"$err" 9>&-; then
   if grep -q "could not reach the apt sources" "$err"; then
     echo "SKIPPED: the Debian mirror is unreachable: $(grep 'cordon:' "$err" | head -1)" >&2
     exit 77
