@@ -59,6 +59,16 @@ int wait_exit(pid_t pid, std::chrono::milliseconds limit) {
   return -1;
 }
 
+// A /tmp directory removed when the test ends, also when an assertion returns early.
+struct ScratchDir {
+  std::string path;
+  ScratchDir() {
+    char tmpl[] = "/tmp/cordon-vmm-e2e-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~ScratchDir() { std::filesystem::remove_all(path); }
+};
+
 class Client {
  public:
   explicit Client(const std::string& path) {
@@ -131,8 +141,8 @@ const std::string kGuests = CORDON_VMM_GUEST_DIR;
 
 TEST(CordonVmm, ControlSocketLifecycleSnapshotAndClones) {
   if (!have_kvm()) GTEST_SKIP() << "SKIPPED: /dev/kvm not available";
-  char tmpl[] = "/tmp/cordon-vmm-e2e-XXXXXX";
-  std::string dir = ::mkdtemp(tmpl);
+  ScratchDir scratch;
+  const std::string& dir = scratch.path;
   std::string sock = dir + "/api.sock", serial = dir + "/serial.txt", snap = dir + "/snap";
   pid_t pid = spawn({kVmm, "--kernel", kGuests + "/counter.elf", "--mem-mib", "256", "--api-sock",
                      sock, "--serial", serial, "--paused"});
@@ -193,15 +203,14 @@ TEST(CordonVmm, ControlSocketLifecycleSnapshotAndClones) {
     EXPECT_EQ(out.find("counter start"), std::string::npos);
     EXPECT_EQ(out.find("tick " + std::to_string(at_snapshot) + "\n"), std::string::npos);
   }
-  std::filesystem::remove_all(dir);
 }
 
 // A sandbox paused, resumed and paused again: the restored monitor (seccomp on) snapshots into
 // a new directory, refuses the one it was restored from, and the second snapshot restores.
 TEST(CordonVmm, RestoredMachineSnapshotsAgain) {
   if (!have_kvm()) GTEST_SKIP() << "SKIPPED: /dev/kvm not available";
-  char tmpl[] = "/tmp/cordon-vmm-e2e-XXXXXX";
-  std::string dir = ::mkdtemp(tmpl);
+  ScratchDir scratch;
+  const std::string& dir = scratch.path;
   std::string serial = dir + "/serial.txt";
   pid_t pid = spawn({kVmm, "--kernel", kGuests + "/counter.elf", "--mem-mib", "64", "--api-sock",
                      dir + "/a.sock", "--serial", serial});
@@ -229,20 +238,18 @@ TEST(CordonVmm, RestoredMachineSnapshotsAgain) {
   pid = spawn({kVmm, "--restore", dir + "/p2", "--serial", dir + "/c.txt"});
   EXPECT_EQ(wait_exit(pid, 30s), 0);
   EXPECT_NE(slurp(dir + "/c.txt").find("counter done"), std::string::npos) << slurp(dir + "/c.txt");
-  std::filesystem::remove_all(dir);
 }
 
 TEST(CordonVmm, DropsToUnprivilegedUserAfterOpeningKvm) {
   if (!have_kvm()) GTEST_SKIP() << "SKIPPED: /dev/kvm not available";
   if (::geteuid() != 0) GTEST_SKIP() << "SKIPPED: needs root to switch users";
-  char tmpl[] = "/tmp/cordon-vmm-user-XXXXXX";
-  std::string dir = ::mkdtemp(tmpl);
+  ScratchDir scratch;
+  const std::string& dir = scratch.path;
   std::string serial = dir + "/serial.txt";
   pid_t pid = spawn({kVmm, "--kernel", kGuests + "/virtio.elf", "--cmdline", "test=rng", "--rng",
                      "--mem-mib", "64", "--serial", serial, "--user", "nobody"});
   EXPECT_EQ(wait_exit(pid, 20s), 0);
   EXPECT_NE(slurp(serial).find("rng: 64 bytes"), std::string::npos) << slurp(serial);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(CordonVmm, RestoreRefusesMissingSnapshot) {
