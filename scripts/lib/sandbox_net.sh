@@ -102,6 +102,22 @@ sn_e2b_sdk() {
   echo "$cache/node_modules/e2b/dist/index.mjs"
 }
 
+# sn_base_template BUILD_DIR: prints the template state directory (CORDON_SBX_TEMPLATE_STATE,
+# else BUILD_DIR/template-cache made by ensure_base.sh). For a test script: ends it SKIPPED when
+# the machine cannot build templates (exit 77 of ensure_base.sh), failed when the build failed.
+sn_base_template() {
+  if [ -n "${CORDON_SBX_TEMPLATE_STATE:-}" ]; then
+    echo "$CORDON_SBX_TEMPLATE_STATE"
+    return 0
+  fi
+  local out rc
+  out=$("$SN_REPO/tests/e2e/templates/ensure_base.sh" "$1")
+  rc=$?
+  [ "$rc" -eq 77 ] && { echo "SKIPPED: no base template (reason above)"; exit 0; }
+  [ "$rc" -eq 0 ] || { echo "FAIL: building the base template failed (exit $rc, above)" >&2; exit 1; }
+  echo "$out"
+}
+
 # sn_state_from_template TEMPLATE_STATE STATE: a fresh state directory STATE that serves the
 # templates of TEMPLATE_STATE (tests/e2e/templates/ensure_base.sh): copies of its CA (the
 # templates trust that root), master key and vault, and a link to its templates/.

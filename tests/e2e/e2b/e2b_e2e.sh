@@ -18,10 +18,8 @@ command -v runsc >/dev/null || { echo "SKIPPED: runsc is not installed"; exit 0;
 command -v node >/dev/null || { echo "SKIPPED: node is not installed"; exit 0; }
 # (ensure_sdk.sh says why on stderr when it cannot install the SDK)
 e2b_module=$(sn_e2b_sdk "$build") || { echo "SKIPPED: no E2B SDK"; exit 0; }
-tpl_state=${CORDON_SBX_TEMPLATE_STATE:-}
-if [ -z "$tpl_state" ]; then
-  tpl_state=$("$here/../templates/ensure_base.sh" "$build") || { echo "SKIPPED: no base template"; exit 0; }
-fi
+tpl_state=$(sn_base_template "$build") || exit 1
+case $tpl_state in SKIPPED:*) echo "$tpl_state"; exit 0 ;; esac
 [ -f "$tpl_state/ca/root.pem" ] && [ -d "$tpl_state/templates" ] \
   || { echo "SKIPPED: $tpl_state holds no CA or templates"; exit 0; }
 

@@ -14,10 +14,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../../../scripts/lib/sandbox_net.sh"
 [ "$(id -u)" -eq 0 ] || { echo "SKIPPED: needs root"; exit 0; }
 command -v runsc >/dev/null || { echo "SKIPPED: runsc is not installed"; exit 0; }
-tpl_state=${CORDON_SBX_TEMPLATE_STATE:-}
-if [ -z "$tpl_state" ]; then
-  tpl_state=$("$here/../templates/ensure_base.sh" "$build") || { echo "SKIPPED: no base template"; exit 0; }
-fi
+tpl_state=$(sn_base_template "$build") || exit 1
+case $tpl_state in SKIPPED:*) echo "$tpl_state"; exit 0 ;; esac
 
 id=$$
 gw=cdt-se-gw-$id inet=cdt-se-in-$id prefix=cdtse$id-
