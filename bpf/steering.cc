@@ -329,6 +329,12 @@ std::vector<std::string> Steering::attached() const {
   return out;
 }
 
+bool Steering::is_attached(const std::string& ifname) const {
+  auto it = impl_->attached.find(ifname);
+  return it != impl_->attached.end() &&
+         if_nametoindex(ifname.c_str()) == static_cast<unsigned>(it->second.ifindex);
+}
+
 void Steering::release() {
   impl_->attached.clear();
   impl_->routing_installed = false;

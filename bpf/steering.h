@@ -111,6 +111,9 @@ class Steering {
   // Idempotent: detaching an interface that is not attached (or no longer exists) succeeds.
   Status detach(const std::string& ifname);
   std::vector<std::string> attached() const;
+  // True when this object attached its program to `ifname` and the name still names that
+  // interface (no netlink query: only root can take a tc filter away behind our back).
+  bool is_attached(const std::string& ifname) const;
   // Forgets every attachment and the policy routing without undoing them, so that the
   // destructor leaves the filters in place: the way `cordon serve` stops fail closed (the
   // program keeps dropping; its SOCKMAP loses the dead gateway's sockets, so steered packets

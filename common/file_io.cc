@@ -72,7 +72,8 @@ Result<std::string> read_private_file(const std::string& path) {
   return read_fd(fd.get(), path);
 }
 
-Status write_file_atomic(const std::string& path, std::string_view data, mode_t mode) {
+Status write_file_atomic(const std::string& path, std::string_view data, mode_t mode,
+                         FileSync sync) {
   std::string tmp = path + ".tmp";
   ::unlink(tmp.c_str());
   Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
@@ -90,7 +91,7 @@ Status write_file_atomic(const std::string& path, std::string_view data, mode_t 
     }
     off += size_t(n);
   }
-  if (::fsync(fd.get()) != 0) {
+  if (sync == FileSync::kFsync && ::fsync(fd.get()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
     return fail("fsync " + tmp + ": " + errno_text(err));

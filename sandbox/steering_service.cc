@@ -96,16 +96,18 @@ struct SteeringService::Impl {
   std::thread control_thread;
   std::thread drop_thread;
   bool left_attached = false;
+  bool state_dirty = false;  // attachments changed without rewriting the state file
 
   ~Impl() {
     if (listen_fd >= 0) close(listen_fd);
     if (stop_fd >= 0) close(stop_fd);
   }
 
-  Status save_locked() {
+  Status save_locked(FileSync sync = FileSync::kFsync) {
+    state_dirty = false;
     json arr = json::array();
     for (const auto& [name, a] : attachments) arr.push_back(to_json(a));
-    return write_file_atomic(options.state_path, arr.dump(2) + "\n", 0600);
+    return write_file_atomic(options.state_path, arr.dump(2) + "\n", 0600, sync);
   }
 
   Status apply_nft_locked() {
@@ -128,6 +130,18 @@ struct SteeringService::Impl {
     if (options.backend == SteeringBackend::kEbpf) {
       bpf::SourceAddresses src{a.ipv4, a.ipv6};
       if (a.ipv4.empty() && a.ipv6.empty()) src.ipv4 = kRefuseAllIpv4;  // never "no check"
+      if (attachments.count(a.interface) && steering->is_attached(a.interface)) {
+        // A new identity on an interface that already carries the program (a warm-pool claim:
+        // refuse-all sources become the sandbox's address): one map update, and the state file
+        // is rewritten later by the drop thread (50 claims at once would otherwise queue behind
+        // 50 rewrites). It is then a hint only: a restart before the rewrite re-attaches the
+        // previous sources (refuse-all, fail closed), and recovery re-attaches running
+        // sandboxes with theirs from the registry.
+        if (auto st = steering->set_allowed_sources(a.interface, src); !st) return st;
+        attachments[a.interface] = a;
+        state_dirty = true;
+        return {};
+      }
       if (auto st = steering->attach(a.interface, src); !st) return st;
     } else {
       // The fallback has no source check in the program: the kernel's reverse-path filter
@@ -240,6 +254,8 @@ struct SteeringService::Impl {
           out.push_back(std::move(d));
         };
         (void)steering->poll_drop_events(0, collect);
+        // A failed rewrite stays dirty and is retried; the next durable save reports errors.
+        if (state_dirty && !save_locked(FileSync::kNoFsync)) state_dirty = true;
       }
       if (on_drop)
         for (const auto& d : out) on_drop(d);
@@ -259,6 +275,7 @@ SteeringService::~SteeringService() {
   unlink(impl_->options.socket_path.c_str());
   std::lock_guard lk(impl_->mu);
   if (impl_->left_attached) {
+    if (impl_->state_dirty) (void)impl_->save_locked();  // the restart's re-attach reads it
     if (impl_->steering) impl_->steering->release();
     return;
   }

@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "common/file_io.h"
 #include "common/subprocess.h"
@@ -119,6 +121,46 @@ TEST_F(SteeringServiceTest, AnUnknownCordonFilterIsReattachedRefusingEverything)
   EXPECT_EQ(att[0].interface, "cdt0a");
   EXPECT_TRUE(att[0].sandbox.empty());
   EXPECT_TRUE(att[0].ipv4.empty() && att[0].ipv6.empty());
+  ASSERT_TRUE(service_->detach("cdt0a"));
+}
+
+TEST_F(SteeringServiceTest, ANewIdentityOnAnAttachedInterfaceIsRecordedAndStaysSteered) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  // A warm-pool sandbox: attached refusing every source, then claimed with its address.
+  ASSERT_TRUE(service_->attach({"pool-1", "cdt0a", "", ""}));
+  ASSERT_TRUE(service_->attach({"sb-claimed", "cdt0a", "10.200.0.2", "fd00::2"}));
+  EXPECT_TRUE(contains(bpf::interfaces_with_cordon_filter(), "cdt0a"));
+  auto att = service_->attachments();
+  ASSERT_EQ(att.size(), 1u);
+  EXPECT_EQ(att[0].sandbox, "sb-claimed");
+  EXPECT_EQ(att[0].ipv6, "fd00::2");
+  // The state file follows within the drop thread's poll interval (1 s), and at the latest
+  // when the service stops.
+  std::string state;
+  for (int i = 0; i < 40 && state.find("sb-claimed") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto text = read_file(options_.state_path);
+    state = text ? *text : "";
+  }
+  EXPECT_NE(state.find("sb-claimed"), std::string::npos) << state;
+  EXPECT_EQ(state.find("pool-1"), std::string::npos) << state;
+  ASSERT_TRUE(service_->attach({"sb-again", "cdt0a", "10.200.0.3", ""}));
+  service_->leave_attached();
+  service_.reset();
+  auto saved = read_file(options_.state_path);
+  ASSERT_TRUE(saved);
+  EXPECT_NE(saved->find("sb-again"), std::string::npos) << "the last identity is saved at stop";
+  ASSERT_NO_FATAL_FAILURE(start());
+  att = service_->attachments();
+  ASSERT_EQ(att.size(), 1u);
+  EXPECT_EQ(att[0].ipv4, "10.200.0.3") << "a restart re-attaches the newest identity";
+
+  // The same name on a new interface is not "already attached": the program is put on it.
+  ASSERT_TRUE(run_checked({"ip", "link", "del", "cdt0a"}));
+  ASSERT_TRUE(run_checked({"ip", "link", "add", "cdt0a", "type", "veth", "peer", "name", "cdt0b"}));
+  EXPECT_FALSE(contains(bpf::interfaces_with_cordon_filter(), "cdt0a"));
+  ASSERT_TRUE(service_->attach({"sb-next", "cdt0a", "10.200.0.6", ""}));
+  EXPECT_TRUE(contains(bpf::interfaces_with_cordon_filter(), "cdt0a"));
   ASSERT_TRUE(service_->detach("cdt0a"));
 }
 

@@ -117,6 +117,54 @@ void creates(sandbox::Manager& m, SandboxWorld& w, int concurrency, Run& run) {
   (void)m.kill_all();
 }
 
+// `n` commands at once, one in each of `n` running sandboxes that have each run one already:
+// the floor under "warm pool, concurrency n" (no create, no claim; only the commands share the
+// CPUs).
+Run commands_at_once(sandbox::Manager& m, SandboxWorld& w, int n) {
+  Run run;
+  std::vector<std::string> ids(static_cast<size_t>(n));
+  {
+    std::vector<std::thread> ts;
+    for (int i = 0; i < n; ++i)
+      ts.emplace_back([&, i] {
+        auto s = m.create(w.spec());
+        if (!s) {
+          std::fprintf(stderr, "create: %s\n", s.error().message.c_str());
+          return;
+        }
+        auto [code, o] = sh(m, s->id, "echo ready");
+        if (code == 0)
+          ids[size_t(i)] = s->id;
+        else
+          std::fprintf(stderr, "first command: %d %s\n", code, o.c_str());
+      });
+    for (auto& t : ts) t.join();
+  }
+  std::mutex mu;
+  std::vector<std::thread> ts;
+  for (const auto& id : ids)
+    ts.emplace_back([&, id] {
+      if (id.empty()) {
+        std::lock_guard lk(mu);
+        run.failed++;
+        return;
+      }
+      auto t0 = Clock::now();
+      auto [code, o] = sh(m, id, "echo ready");
+      double t = ms_since(t0);
+      std::lock_guard lk(mu);
+      if (code == 0 && o == "ready\n") {
+        run.total.push_back(t);
+      } else {
+        std::fprintf(stderr, "second command: %d %s\n", code, o.c_str());
+        run.failed++;
+      }
+    });
+  for (auto& t : ts) t.join();
+  (void)m.kill_all();
+  return run;
+}
+
 uint64_t pss_kib(int pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/smaps_rollup");
   std::string k;
@@ -322,6 +370,11 @@ int main(int argc, char** argv) {
     ex.total = exec_series(**cold, w, rounds + 1);
     if (!ex.total.empty()) ex.total.erase(ex.total.begin());
     rows.push_back(row("command in a running sandbox (no create)", ex));
+    Run at_once = commands_at_once(**cold, w, conc);
+    g_steps.clear();  // its creates are not what the row measures
+    rows.push_back(row(
+        std::to_string(conc) + " commands at once, " + std::to_string(conc) + " running sandboxes",
+        at_once));
     // Idle footprint: 10 idle sandboxes, after their start-up settled.
     std::vector<std::string> idle;
     for (int i = 0; i < 10; ++i)
