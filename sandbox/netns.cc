@@ -124,14 +124,34 @@ class AllocationLock {
       }
     }
   }
-  ~AllocationLock() {
+  ~AllocationLock() { release(); }
+  void release() {
     if (fd_ >= 0) close(fd_);
+    fd_ = -1;
   }
   bool ok() const { return fd_ >= 0; }
 
  private:
   int fd_ = -1;
 };
+
+// Runs `ip [-n NETNS] -batch -` over `lines` (one fork instead of one per line); on failure
+// the error names the line that failed.
+Status run_ip_batch(const std::string& netns, const std::vector<std::string>& lines) {
+  std::vector<std::string> argv = {"ip"};
+  if (!netns.empty()) argv.insert(argv.end(), {"-n", netns});
+  argv.insert(argv.end(), {"-batch", "-"});
+  std::string script;
+  for (const auto& l : lines) script += l + "\n";
+  auto r = run_command(argv, script);
+  if (!r) return fail(r.error());
+  if (r->exit_code == 0) return {};
+  std::string out = r->output;
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  std::string where = netns.empty() ? "ip -batch" : "ip -n " + netns + " -batch";
+  return fail("`" + where + "` exited " + std::to_string(r->exit_code) + ": " + out +
+              " (commands: " + script.substr(0, script.size() - 1) + ")");
+}
 
 bool is_absent(const std::string& output) {
   return output.find("No such file") != std::string::npos ||
@@ -204,24 +224,25 @@ Result<NetnsSandbox> create_netns_sandbox(const std::string& name, const NetnsPo
   // If the namespace cannot be added it is not ours: fail without undoing anything.
   if (auto st = run_checked({"ip", "netns", "add", name}); !st)
     return with_context("netns create " + name, st.error());
-  std::vector<std::vector<std::string>> steps = {
-      {"ip", "link", "add", host_if, "type", "veth", "peer", "name", kSandboxIfname, "netns", name},
-      {"ip", "addr", "add", v4h, "dev", host_if},
-      {"ip", "-n", name, "addr", "add", v4s, "dev", kSandboxIfname},
+  // The host side carries the slot's address, which is what the next allocation reads: only
+  // this part needs the lock; the sandbox side is configured after it is released, so that
+  // concurrent creates queue behind two `ip` runs instead of all of them.
+  std::vector<std::string> host = {
+      "link add " + host_if + " type veth peer name " + kSandboxIfname + " netns " + name,
+      "addr add " + v4h + " dev " + host_if,
   };
-  if (pool->ipv6) {
-    steps.push_back({"ip", "-6", "addr", "add", s.host_ipv6 + "/64", "dev", host_if, "nodad"});
-    steps.push_back({"ip", "-n", name, "-6", "addr", "add", s.sandbox_ipv6 + "/64", "dev",
-                     kSandboxIfname, "nodad"});
-  }
-  steps.push_back({"ip", "link", "set", host_if, "up"});
-  steps.push_back({"ip", "-n", name, "link", "set", "lo", "up"});
-  steps.push_back({"ip", "-n", name, "link", "set", kSandboxIfname, "up"});
-  steps.push_back({"ip", "-n", name, "route", "add", "default", "via", s.host_ipv4});
+  if (pool->ipv6) host.push_back("addr add " + s.host_ipv6 + "/64 dev " + host_if + " nodad");
+  host.push_back("link set " + host_if + " up");
+  if (auto st = run_ip_batch("", host); !st) return undo_and_fail(st.error());
+  lock.release();
+  std::vector<std::string> inside = {"addr add " + v4s + " dev " + kSandboxIfname};
   if (pool->ipv6)
-    steps.push_back({"ip", "-n", name, "-6", "route", "add", "default", "via", s.host_ipv6});
-  for (const auto& argv : steps)
-    if (auto st = run_checked(argv); !st) return undo_and_fail(st.error());
+    inside.push_back("addr add " + s.sandbox_ipv6 + "/64 dev " + kSandboxIfname + " nodad");
+  inside.push_back("link set lo up");
+  inside.push_back(std::string("link set ") + kSandboxIfname + " up");
+  inside.push_back("route add default via " + s.host_ipv4);
+  if (pool->ipv6) inside.push_back("route add default via " + s.host_ipv6);
+  if (auto st = run_ip_batch(name, inside); !st) return undo_and_fail(st.error());
 
   std::string resolv =
       "# written by cordon: the gateway's DNS responder\nnameserver " + s.host_ipv4 + "\n";
