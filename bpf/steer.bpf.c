@@ -162,7 +162,7 @@ static __always_inline int assign_slot(struct __sk_buff* skb, const struct flow*
 // TCP to a steered port. Pure SYNs go to the listener in `slot` (unless a request socket for
 // this 4-tuple exists already: a retransmitted SYN); everything else must belong to a socket
 // the gateway already has, found by its 4-tuple.
-static __always_inline int steer_tcp(struct __sk_buff* skb, struct flow* f, int pure_syn,
+static __always_inline int steer_tcp(struct __sk_buff* skb, struct flow* f, int pure_syn, int rst,
                                      __u32 slot, __u32 syn_counter) {
   struct bpf_sock* sk = bpf_skc_lookup_tcp(skb, &f->tuple, tuple_len(f), BPF_F_CURRENT_NETNS, 0);
   if (sk) {
@@ -177,6 +177,10 @@ static __always_inline int steer_tcp(struct __sk_buff* skb, struct flow* f, int 
       return TC_ACT_OK;
     }
     bpf_sk_release(sk);
+  }
+  if (rst) {
+    count(f->ifindex, CORDON_DROP_STRAY_RST);
+    return TC_ACT_SHOT;
   }
   if (!pure_syn) return drop(skb, CORDON_DROP_NO_FLOW, f);
   return assign_slot(skb, f, slot, syn_counter);
@@ -232,10 +236,10 @@ static __always_inline int handle_l4(struct __sk_buff* skb, struct flow* f, void
     }
     __u16 port = bpf_ntohs(th->dest);
     if (port == 80 || port == 443)
-      return steer_tcp(skb, f, pure_syn, v6 ? CORDON_SLOT_TCP6 : CORDON_SLOT_TCP4,
+      return steer_tcp(skb, f, pure_syn, th->rst, v6 ? CORDON_SLOT_TCP6 : CORDON_SLOT_TCP4,
                        CORDON_STEER_HTTP);
     if (port == 53)
-      return steer_tcp(skb, f, pure_syn, v6 ? CORDON_SLOT_DNS_TCP6 : CORDON_SLOT_DNS_TCP4,
+      return steer_tcp(skb, f, pure_syn, th->rst, v6 ? CORDON_SLOT_DNS_TCP6 : CORDON_SLOT_DNS_TCP4,
                        CORDON_STEER_DNS);
     return drop(skb, CORDON_DROP_TCP_PORT, f);
   }

@@ -48,7 +48,12 @@ enum cordon_counter {
   CORDON_DROP_SPOOFED = 14,       // source address is not the sandbox's own (see if_sources)
   CORDON_EVENTS_SUPPRESSED = 15,  // drop events not emitted because of the per-CPU rate limit
   CORDON_PASS_AGENT = 16,         // the agent's reply on a connection the host opened to it
-  CORDON_COUNTER_COUNT = 17,
+  // A RST with no matching socket: the sandbox's stack answering the last segments of a
+  // connection the gateway has already closed. Dropped and counted, but never reported as a
+  // drop event: it carries nothing out, and every closed connection would otherwise leave a
+  // "refused" line in the audit trail.
+  CORDON_DROP_STRAY_RST = 17,
+  CORDON_COUNTER_COUNT = 18,
 };
 
 // Value of the per-CPU `if_stats` hash, keyed by the ingress ifindex (u32).

@@ -135,7 +135,7 @@ std::string_view counter_name(Counter c) {
       "pass_link",         "steer_http",        "steer_dns",     "steer_flow",    "drop_tcp_port",
       "drop_udp_port",     "drop_icmp",         "drop_other_l4", "drop_fragment", "drop_malformed",
       "drop_ethertype",    "drop_gateway_gone", "drop_no_flow",  "drop_assign",   "drop_spoofed",
-      "events_suppressed", "pass_agent"};
+      "events_suppressed", "pass_agent",        "drop_stray_rst"};
   static_assert(std::size(kNames) == CORDON_COUNTER_COUNT);
   auto i = static_cast<size_t>(c);
   return i < std::size(kNames) ? kNames[i] : "unknown";
@@ -146,7 +146,7 @@ uint64_t InterfaceCounters::dropped() const {
   for (auto c = static_cast<uint32_t>(Counter::kDropTcpPort);
        c <= static_cast<uint32_t>(Counter::kDropSpoofed); ++c)
     sum += value[c];
-  return sum;
+  return sum + value[static_cast<size_t>(Counter::kDropStrayRst)];
 }
 
 struct Steering::Impl {

@@ -61,6 +61,7 @@ enum class Counter : uint32_t {
   kDropSpoofed,
   kEventsSuppressed,
   kPassAgent,
+  kDropStrayRst,
   kCount,
 };
 std::string_view counter_name(Counter c);  // "drop_tcp_port", ...

@@ -40,6 +40,7 @@ TEST(CounterNames, AreDistinctAndNamed) {
   EXPECT_EQ(counter_name(Counter::kDropGatewayGone), "drop_gateway_gone");
   EXPECT_EQ(counter_name(Counter::kPassLink), "pass_link");
   EXPECT_EQ(counter_name(Counter::kPassAgent), "pass_agent");
+  EXPECT_EQ(counter_name(Counter::kDropStrayRst), "drop_stray_rst");
   EXPECT_EQ(counter_name(Counter::kCount), "unknown");
   InterfaceCounters c;
   c.value[static_cast<size_t>(Counter::kDropIcmp)] = 2;
@@ -180,6 +181,8 @@ TEST_F(ProgramTest, DropsAndCountsByReason) {
        Counter::kDropNoFlow},
       {ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_TCP, 40000, 443, kSyn | kAck),
        Counter::kDropNoFlow},
+      {ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_TCP, 40000, 443, kFin | kAck),
+       Counter::kDropNoFlow},
       {ipv6_packet("fd00::2", "2001:db8::10", IPPROTO_TCP, 40000, 22), Counter::kDropTcpPort},
       {ipv6_packet("fd00::2", "2001:db8::10", IPPROTO_UDP, 40000, 443), Counter::kDropUdpPort},
       {ipv6_packet("fd00::2", "2001:db8::10", IPPROTO_ICMPV6, 0, 0), Counter::kDropIcmp},
@@ -210,9 +213,30 @@ TEST_F(ProgramTest, DropsAndCountsByReason) {
   EXPECT_EQ(events[2].dst_address, "192.0.2.10");
   EXPECT_EQ(events[2].src_address, "10.200.0.2");
   EXPECT_EQ(events[2].interface, "lo");
-  EXPECT_EQ(events[17].dst_address, "2001:db8::10");
-  EXPECT_EQ(events[17].protocol, "tcp");
-  EXPECT_EQ(events[17].dst_port, 22);
+  EXPECT_EQ(events[18].dst_address, "2001:db8::10");
+  EXPECT_EQ(events[18].protocol, "tcp");
+  EXPECT_EQ(events[18].dst_port, 22);
+}
+
+TEST_F(ProgramTest, AStrayResetIsDroppedAndCountedWithoutAnEvent) {
+  for (uint8_t flags : {uint8_t(kRst), uint8_t(kRst | kAck)})
+    EXPECT_EQ(run(ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_TCP, 40000, 443, flags)),
+              TC_ACT_SHOT);
+  EXPECT_EQ(run(ipv6_packet("fd00::2", "2001:db8::10", IPPROTO_TCP, 40000, 443, kRst)),
+            TC_ACT_SHOT);
+  EXPECT_EQ(count(Counter::kDropStrayRst), 3u);
+  EXPECT_EQ(count(Counter::kDropNoFlow), 0u);
+  auto got = steering_->counters("lo");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->dropped(), 3u);
+  std::vector<DropEvent> events;
+  auto n = steering_->poll_drop_events(50, [&](const DropEvent& e) { events.push_back(e); });
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_TRUE(events.empty()) << counter_name(events.front().reason);
+  // A RST to a port that is never steered is judged by its port like any other segment.
+  EXPECT_EQ(run(ipv4_packet("10.200.0.2", "192.0.2.10", IPPROTO_TCP, 40000, 22, kRst)),
+            TC_ACT_SHOT);
+  EXPECT_EQ(count(Counter::kDropTcpPort), 1u);
 }
 
 TEST_F(ProgramTest, EventsAreRateLimitedButCountersAreNot) {
