@@ -66,9 +66,19 @@ Result<int> vsock_uds_connect(const std::string& uds_path, uint32_t port, int ti
   auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return fail(what + ": socket: " + strerror(errno));
+  // A blocking connect to a Unix listener whose backlog is full waits for as long as the
+  // monitor does not accept (a stuck device thread): bound it, and the handshake's writes, with
+  // the same deadline as the reply.
+  timeval tv{};
+  tv.tv_sec = timeout_ms / 1000;
+  tv.tv_usec = (timeout_ms % 1000) * 1000;
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     int err = errno;
     close(fd);
+    if (err == EAGAIN || err == EINPROGRESS)
+      return fail(what + ": the monitor did not accept within " + std::to_string(timeout_ms) +
+                  " ms");
     return fail(what + ": connect: " + strerror(err));
   }
   if (!write_all_fd(fd, "CONNECT " + std::to_string(port) + "\n")) {
@@ -84,6 +94,8 @@ Result<int> vsock_uds_connect(const std::string& uds_path, uint32_t port, int ti
     close(fd);
     return fail(what + ": unexpected handshake reply '" + line->substr(0, 64) + "'");
   }
+  tv = {};  // the stream itself is the caller's to bound
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   return fd;
 }
 

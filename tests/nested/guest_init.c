@@ -48,6 +48,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sandbox/microvm/guest/entropy_mailbox.h"
+
 static const char* const kModules[] = {
     "virtio_ring",
     "virtio",
@@ -98,122 +100,19 @@ static void boot_timer(void) {
   close(fd);
 }
 
-// --- entropy mailbox (vmm/snapshot/entropy.h) ------------------------------------------------
-#define MAILBOX_ADDR 0xC0FFF000L
-#define MB_MAGIC 0x4445455344524F43ull  // "CORDSEED"
-#define MB_GEN 0x10
-#define MB_RESTORED 0x20
-#define MB_SEED 0x40
-#define MB_ACK 0x80
-#define SEED_BYTES 64
-
-static volatile uint32_t* mailbox;  // NULL: no mailbox (other monitor, or /dev/mem refused)
-static int random_fd = -1;
-static unsigned char last_gen[16];
-static unsigned reseeds;
-static unsigned last_restored;
-static int crng_reseed_ok = -1;  // -1 unknown, 0 RNDRESEEDCRNG refused, 1 done
-
-// 32-bit volatile loads: each one is a single MMIO exit; no memcpy, whose vector moves the
-// monitor's instruction decoder would have to emulate.
-static uint32_t mb_read32(unsigned off) {
-  return mailbox[off / 4];
-}
-
-static void mb_read(unsigned off, unsigned char* out, unsigned len) {
-  for (unsigned i = 0; i < len; i += 4) {
-    uint32_t v = mb_read32(off + i);
-    memcpy(out + i, &v, 4);
-  }
-}
-
-static void to_hex(const unsigned char* b, unsigned len, char* out) {
-  static const char kHex[] = "0123456789abcdef";
-  for (unsigned i = 0; i < len; i++) {
-    out[2 * i] = kHex[b[i] >> 4];
-    out[2 * i + 1] = kHex[b[i] & 15];
-  }
-  out[2 * len] = 0;
-}
+// --- entropy mailbox (sandbox/microvm/guest/entropy_mailbox.h) -------------------------------
+static struct entropy_mailbox em = ENTROPY_MAILBOX_INIT;
 
 static void entropy_open(void) {
-  int fd = open("/dev/mem", O_RDWR | O_SYNC | O_CLOEXEC);
-  if (fd < 0) {
-    say("guest: entropy: /dev/mem: %s\n", strerror(errno));
-    return;
-  }
-  void* p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, MAILBOX_ADDR);
-  int err = errno;
-  close(fd);
-  if (p == MAP_FAILED) {
-    say("guest: entropy: mmap /dev/mem at 0x%lx: %s\n", MAILBOX_ADDR, strerror(err));
-    return;
-  }
-  mailbox = p;
-  uint64_t magic = (uint64_t)mb_read32(0) | ((uint64_t)mb_read32(4) << 32);
-  uint32_t version = mb_read32(8), seed_len = mb_read32(12);
-  if (magic != MB_MAGIC || version != 1 || seed_len != SEED_BYTES) {
-    say("guest: entropy: no mailbox at 0x%lx (magic %016llx version %u seed %u)\n", MAILBOX_ADDR,
-        (unsigned long long)magic, version, seed_len);
-    munmap(p, 4096);
-    mailbox = NULL;
-    return;
-  }
-  random_fd = open("/dev/urandom", O_RDWR | O_CLOEXEC);
-  if (random_fd < 0) {
-    say("guest: entropy: /dev/urandom: %s\n", strerror(errno));
-    munmap(p, 4096);
-    mailbox = NULL;
-  }
+  if (em_open(&em) != 0) say("guest: entropy: %s\n", em.error);
 }
 
 // Returns 1 if it reseeded for a new generation, 0 if the generation is the one already seen,
 // -1 on failure (reported on the console).
 static int entropy_check(void) {
-  if (!mailbox) return -1;
-  unsigned char gen[16], again[16];
-  struct {
-    struct rand_pool_info info;
-    unsigned char bytes[SEED_BYTES];
-  } seed;
-  int tries = 0;
-  for (;;) {
-    mb_read(MB_GEN, gen, sizeof gen);
-    if (reseeds > 0 && memcmp(gen, last_gen, sizeof gen) == 0) return 0;
-    mb_read(MB_SEED, seed.bytes, SEED_BYTES);
-    mb_read(MB_GEN, again, sizeof again);
-    // A snapshot between the two reads of the generation would pair an old seed with a new id.
-    if (memcmp(gen, again, sizeof gen) == 0) break;
-    if (++tries > 3) {
-      say("guest: entropy: generation keeps changing\n");
-      return -1;
-    }
-  }
-  unsigned char any = 0;
-  for (unsigned i = 0; i < SEED_BYTES; i++) any |= seed.bytes[i];
-  if (!any) {
-    // Someone ACKed this generation already (we are the only reader): say so, do not pretend.
-    say("guest: entropy: seed of the new generation is already wiped\n");
-    return -1;
-  }
-  seed.info.entropy_count = SEED_BYTES * 8;
-  seed.info.buf_size = SEED_BYTES;
-  if (ioctl(random_fd, RNDADDENTROPY, &seed.info) != 0) {
-    say("guest: entropy: RNDADDENTROPY: %s\n", strerror(errno));
-    explicit_bzero(&seed, sizeof seed);
-    return -1;
-  }
-  explicit_bzero(&seed, sizeof seed);
-  // Crediting 512 bits already reseeds a CRNG that was not yet initialized; RNDRESEEDCRNG
-  // (Linux >= 4.17) rekeys an initialized one at once instead of at its next scheduled reseed.
-  crng_reseed_ok = ioctl(random_fd, RNDRESEEDCRNG) == 0;
-  if (!crng_reseed_ok) say("guest: entropy: RNDRESEEDCRNG: %s\n", strerror(errno));
-  mailbox[MB_ACK / 4] = 1;
-  if (mb_read32(MB_SEED) != 0) say("guest: entropy: seed not wiped after ACK\n");
-  last_restored = mb_read32(MB_RESTORED);
-  memcpy(last_gen, gen, sizeof gen);
-  reseeds++;
-  return 1;
+  int r = em_check(&em);
+  if (em.error[0] && em.page) say("guest: entropy: %s\n", em.error);
+  return r;
 }
 
 static void random16_hex(char* out) {
@@ -222,7 +121,7 @@ static void random16_hex(char* out) {
     snprintf(out, 33, "error");
     return;
   }
-  to_hex(b, sizeof b, out);
+  em_hex(b, sizeof b, out);
 }
 
 static int load_module(const char* name) {
@@ -343,14 +242,14 @@ static void serve_pings(void) {
       if (entropy_check() == 1) fresh = 1;
       served++;
       char gen[33], rnd[33];
-      to_hex(last_gen, sizeof last_gen, gen);
+      em_hex(em.last_gen, sizeof em.last_gen, gen);
       random16_hex(rnd);
       char reply[400];
       int m = snprintf(reply, sizeof reply,
                        "PONG %u gen=%s reseeds=%u restored=%u fresh=%d crng_reseed=%d random=%s%s "
                        "uptime=%.3f\n",
-                       served, mailbox ? gen : "none", reseeds, last_restored, fresh,
-                       crng_reseed_ok, rnd, pre, uptime_s());
+                       served, em.page ? gen : "none", em.reseeds, em.last_restored, fresh,
+                       em.crng_reseed_ok, rnd, pre, uptime_s());
       if (write(c, reply, (size_t)m) != m)
         say("guest: vsock reply: %s\n", strerror(errno));
       else
@@ -389,9 +288,9 @@ int main(void) {
   entropy_open();
   if (entropy_check() == 1) {
     char gen[33];
-    to_hex(last_gen, sizeof last_gen, gen);
-    say("guest: entropy: reseeded at boot, gen=%s restored=%u crng_reseed=%d\n", gen, last_restored,
-        crng_reseed_ok);
+    em_hex(em.last_gen, sizeof em.last_gen, gen);
+    say("guest: entropy: reseeded at boot, gen=%s restored=%u crng_reseed=%d\n", gen,
+        em.last_restored, em.crng_reseed_ok);
   }
   for (size_t i = 0; i < sizeof kModules / sizeof kModules[0]; i++) load_module(kModules[i]);
   if_up("lo", NULL);

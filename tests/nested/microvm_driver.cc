@@ -9,10 +9,13 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/file_io.h"
@@ -37,6 +40,51 @@ double ms_since(Clock::time_point t0) {
   std::exit(1);
 }
 
+// Every step has a budget, watched from a thread: a step that blocks past it (a device that
+// never answers, a call without its own deadline) ends the test with a line naming the step,
+// well before the outer QEMU's timeout would end it without one.
+struct Watchdog {
+  std::mutex mu;
+  std::string step = "set-up";
+  Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
+  int budget_s = 60;
+};
+Watchdog watchdog;
+
+class Step {
+ public:
+  Step(const std::string& what, int budget_s) {
+    std::lock_guard lock(watchdog.mu);
+    previous_ = watchdog.step;
+    watchdog.step = what;
+    watchdog.budget_s = budget_s;
+    watchdog.deadline = Clock::now() + std::chrono::seconds(budget_s);
+  }
+  ~Step() {
+    std::lock_guard lock(watchdog.mu);
+    watchdog.step = previous_ + " (after a step)";
+    watchdog.deadline = Clock::now() + std::chrono::seconds(60);
+  }
+
+ private:
+  std::string previous_;
+};
+
+void start_watchdog() {
+  std::thread([] {
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      std::lock_guard lock(watchdog.mu);
+      if (Clock::now() > watchdog.deadline) {
+        std::printf("MICROVM-RESULT: FAIL watchdog: '%s' did not finish within %d s\n",
+                    watchdog.step.c_str(), watchdog.budget_s);
+        std::fflush(stdout);
+        std::_Exit(1);
+      }
+    }
+  }).detach();
+}
+
 struct Sandbox {
   NetnsSandbox ns;
   BackendSandbox b;
@@ -45,18 +93,29 @@ struct Sandbox {
 std::string token = "nested-token";
 
 // Runs argv in the sandbox through its agent; returns stdout, fails on a non-zero exit.
+// The commands are tiny: 30 s is ample even under TCG, and the client's own deadline
+// (agent_run: timeout_ms + 5 s) ends a call that gets no answer with an error saying so.
+constexpr int kExecTimeoutMs = 30000;
+constexpr int kAgentCallTimeoutMs = 10000;
+
 std::string run(const Sandbox& s, const std::vector<std::string>& argv, int want_exit = 0) {
-  auto fd = vsock_uds_connect(microvm_vsock_path(s.b.dir), kMicrovmAgentPort, 10000);
+  std::string what = "exec in " + s.b.id + " (" + argv.back() + ")";
+  Step step(what, kExecTimeoutMs / 1000 + 20);
+  auto t0 = Clock::now();
+  auto fd = vsock_uds_connect(microvm_vsock_path(s.b.dir), kMicrovmAgentPort, kAgentCallTimeoutMs);
   if (!fd) fail_test("connect agent of " + s.b.id + ": " + fd.error().message);
   AgentCommand cmd;
   cmd.argv = argv;
   cmd.access_token = token;
-  cmd.timeout_ms = 120000;
+  cmd.timeout_ms = kExecTimeoutMs;
   std::string out, err;
   auto r = agent_run(
       *fd, cmd, [&](std::string_view d) { out.append(d); },
       [&](std::string_view d) { err.append(d); });
-  if (!r) fail_test("exec in " + s.b.id + ": " + r.error().message);
+  if (!r)
+    fail_test(what + ": no complete answer after " + std::to_string(int(ms_since(t0))) +
+              " ms (deadline " + std::to_string(kExecTimeoutMs + 5000) +
+              " ms): " + r.error().message + (out.empty() ? "" : "; stdout so far '" + out + "'"));
   if (*r != want_exit)
     fail_test("exec in " + s.b.id + " exited " + std::to_string(*r) + ": " + out + " / " + err);
   while (!out.empty() && out.back() == '\n') out.pop_back();
@@ -64,20 +123,26 @@ std::string run(const Sandbox& s, const std::vector<std::string>& argv, int want
 }
 
 void init_agent(const Sandbox& s) {
+  Step step("agent /health + /init of " + s.b.id, 90);
   auto t0 = Clock::now();
+  const std::string uds = microvm_vsock_path(s.b.dir);
   // As the manager does: the agent may still be getting back to accept() after the restore.
-  auto fd = vsock_uds_connect(microvm_vsock_path(s.b.dir), kMicrovmAgentPort, 10000);
-  for (int i = 0; !fd && i < 300; ++i) {
+  auto fd = vsock_uds_connect(uds, kMicrovmAgentPort, kAgentCallTimeoutMs);
+  while (!fd && ms_since(t0) < 30000) {
     usleep(100 * 1000);
-    fd = vsock_uds_connect(microvm_vsock_path(s.b.dir), kMicrovmAgentPort, 10000);
+    fd = vsock_uds_connect(uds, kMicrovmAgentPort, kAgentCallTimeoutMs);
   }
-  if (!fd) fail_test("connect agent of " + s.b.id + ": " + fd.error().message);
-  if (auto st = agent_health(*fd, 10000); !st) fail_test("agent /health: " + st.error().message);
-  auto fd2 = vsock_uds_connect(microvm_vsock_path(s.b.dir), kMicrovmAgentPort, 10000);
+  if (!fd) fail_test("connect agent of " + s.b.id + " for 30 s: " + fd.error().message);
+  if (auto st = agent_health(*fd, kAgentCallTimeoutMs); !st)
+    fail_test("agent /health of " + s.b.id + " (deadline " + std::to_string(kAgentCallTimeoutMs) +
+              " ms): " + st.error().message);
+  auto fd2 = vsock_uds_connect(uds, kMicrovmAgentPort, kAgentCallTimeoutMs);
   if (!fd2) fail_test("connect agent of " + s.b.id + ": " + fd2.error().message);
   AgentInit init;
   init.access_token = token;
-  if (auto st = agent_init(*fd2, init, 10000); !st) fail_test("agent /init: " + st.error().message);
+  if (auto st = agent_init(*fd2, init, kAgentCallTimeoutMs); !st)
+    fail_test("agent /init of " + s.b.id + " (deadline " + std::to_string(kAgentCallTimeoutMs) +
+              " ms): " + st.error().message);
   std::printf("MICROVM: %s: agent /health + /init over vsock: %.1f ms\n", s.b.id.c_str(),
               ms_since(t0));
 }
@@ -149,11 +214,15 @@ int main(int argc, char** argv) {
   if (auto st = microvm_available(o); !st) fail_test("backend unavailable: " + st.error().message);
   std::printf("MICROVM: backend available on this (inner) host\n");
   auto backend = make_microvm_backend(o);
+  start_watchdog();
 
   // 1. The first sandbox boots the template, snapshots it, and restores its own clone.
   Sandbox a = make("sba", work, image);
   auto t0 = Clock::now();
-  auto st = backend->start(a.b);
+  auto st = [&] {
+    Step step("start sba (template boot, snapshot, clone restore, SETUP)", 420);
+    return backend->start(a.b);
+  }();
   if (!st) fail_test(st.error().message);
   std::printf(
       "MICROVM-CREATE: sandbox sba (template boot + snapshot + clone restore + SETUP): %.1f ms\n",
@@ -175,7 +244,13 @@ int main(int argc, char** argv) {
   // 3. A second clone of the same template snapshot: restore only.
   Sandbox b = make("sbb", work, image);
   t0 = Clock::now();
-  if (auto s2 = backend->start(b.b); !s2) fail_test(s2.error().message);
+  if (auto s2 =
+          [&] {
+            Step step("start sbb (clone restore, SETUP)", 150);
+            return backend->start(b.b);
+          }();
+      !s2)
+    fail_test(s2.error().message);
   std::printf("MICROVM-CREATE: sandbox sbb (clone restore + entropy reseed + SETUP): %.1f ms\n",
               ms_since(t0));
   init_agent(b);
@@ -192,13 +267,25 @@ int main(int argc, char** argv) {
   // 4. Pause = snapshot to disk + stop; resume = restore; the disk's writes survive.
   run(a, {"/bin/sh", "-c", "echo persisted-$(hostname) > /home/user/marker && sync"});
   t0 = Clock::now();
-  if (auto p = backend->pause(a.b); !p) fail_test("pause: " + p.error().message);
+  if (auto p =
+          [&] {
+            Step step("pause sba", 150);
+            return backend->pause(a.b);
+          }();
+      !p)
+    fail_test("pause: " + p.error().message);
   std::printf("MICROVM-PAUSE: sba snapshot to disk + stop: %.1f ms\n", ms_since(t0));
   auto ps = backend->status(a.b);
   if (!ps || ps->state != BackendState::kPaused || !ps->host_pids.empty())
     fail_test("status after pause is not paused without a monitor");
   t0 = Clock::now();
-  if (auto r = backend->resume(a.b); !r) fail_test("resume: " + r.error().message);
+  if (auto r =
+          [&] {
+            Step step("resume sba", 150);
+            return backend->resume(a.b);
+          }();
+      !r)
+    fail_test("resume: " + r.error().message);
   std::printf("MICROVM-RESUME: sba restore + reseed + SETUP: %.1f ms\n", ms_since(t0));
   std::string marker = run(a, {"/bin/cat", "/home/user/marker"});
   if (marker != "persisted-sba") fail_test("after resume the disk says '" + marker + "'");

@@ -36,8 +36,9 @@ t0=$(cut -d' ' -f1 /proc/uptime)
 rc=$?
 echo "MICROVM: driver exited $rc after $(awk -v a=$t0 -v b=$(cut -d' ' -f1 /proc/uptime) 'BEGIN { printf "%.1f", b - a }') s (inner clock)"
 if [ $rc -ne 0 ]; then
-  for f in /work/sandboxes/*/console.log /work/sandboxes/cache/*/console.log /work/sandboxes/*/vmm.log; do
-    [ -s "$f" ] && { echo "--- $f"; tail -n 30 "$f"; }
+  for f in /work/sandboxes/*/console.log /work/sandboxes/cache/*/console.log /work/sandboxes/*/vmm.log \
+    /work/sandboxes/cache/*/vmm.log; do
+    [ -s "$f" ] && { echo "--- $f"; tail -n 120 "$f"; }
   done
 fi
 # The driver printed its own MICROVM-RESULT line; power off either way.

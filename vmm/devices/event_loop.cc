@@ -13,7 +13,7 @@ EventLoop::EventLoop()
     : epoll_(::epoll_create1(EPOLL_CLOEXEC)), wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.fd = wake_.get();
+  ev.data.u64 = static_cast<uint32_t>(wake_.get());
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
 }
 
@@ -21,23 +21,38 @@ EventLoop::~EventLoop() {
   stop();
 }
 
+namespace {
+uint64_t event_data(int fd, uint32_t gen) {
+  return (uint64_t{gen} << 32) | static_cast<uint32_t>(fd);
+}
+}  // namespace
+
 Status EventLoop::add(int fd, uint32_t events, Callback cb) {
+  uint32_t gen;
   {
     std::lock_guard lock(mu_);
-    callbacks_[fd] = std::make_shared<Callback>(std::move(cb));
+    gen = next_gen_++;
+    if (next_gen_ == 0) next_gen_ = 1;  // 0 marks the wake-up eventfd
+    callbacks_[fd] = Entry{gen, std::make_shared<Callback>(std::move(cb))};
   }
   epoll_event ev{};
   ev.events = events;
-  ev.data.fd = fd;
+  ev.data.u64 = event_data(fd, gen);
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) < 0)
     return fail(std::string("epoll_ctl add: ") + std::strerror(errno));
   return {};
 }
 
 Status EventLoop::modify(int fd, uint32_t events) {
+  uint32_t gen = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto it = callbacks_.find(fd);
+    if (it != callbacks_.end()) gen = it->second.gen;
+  }
   epoll_event ev{};
   ev.events = events;
-  ev.data.fd = fd;
+  ev.data.u64 = event_data(fd, gen);
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &ev) < 0)
     return fail(std::string("epoll_ctl mod: ") + std::strerror(errno));
   return {};
@@ -111,8 +126,9 @@ void EventLoop::run() {
     posted_.clear();
     lock.unlock();
     for (int i = 0; i < n; ++i) {
-      int fd = events[i].data.fd;
-      if (fd == wake_.get()) {
+      const int fd = static_cast<int>(events[i].data.u64 & 0xFFFFFFFFu);
+      const auto gen = static_cast<uint32_t>(events[i].data.u64 >> 32);
+      if (fd == wake_.get() && gen == 0) {
         uint64_t v;
         (void)!::read(wake_.get(), &v, sizeof v);
         continue;
@@ -121,7 +137,7 @@ void EventLoop::run() {
       {
         std::lock_guard l2(mu_);
         auto it = callbacks_.find(fd);
-        if (it != callbacks_.end()) cb = it->second;
+        if (it != callbacks_.end() && it->second.gen == gen) cb = it->second.cb;
       }
       if (cb) (*cb)(events[i].events);
     }

@@ -36,7 +36,14 @@ class EventLoop {
   void run();
   kvm::Fd epoll_;
   kvm::Fd wake_;  // eventfd
-  std::map<int, std::shared_ptr<Callback>> callbacks_;
+  // Each registration has its own generation, carried in the epoll event beside the fd: an event
+  // collected for a closed fd is not delivered to a later registration that reuses its number.
+  struct Entry {
+    uint32_t gen = 0;
+    std::shared_ptr<Callback> cb;
+  };
+  std::map<int, Entry> callbacks_;
+  uint32_t next_gen_ = 1;
   std::mutex mu_;  // callbacks_, posted_, paused_
   std::condition_variable cv_;
   std::vector<std::function<void()>> posted_;

@@ -44,6 +44,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sandbox/microvm/guest/entropy_mailbox.h"
+
 #define INIT_PORT 49990
 #define AGENT "/usr/local/bin/cordon-agent"
 
@@ -86,97 +88,22 @@ static void sleep_ms(int ms) {
   nanosleep(&ts, NULL);
 }
 
-// --- entropy mailbox (vmm/snapshot/entropy.h) ------------------------------------------------
-#define MAILBOX_ADDR 0xC0FFF000L
-#define MB_MAGIC 0x4445455344524F43ull  // "CORDSEED"
-#define MB_GEN 0x10
-#define MB_RESTORED 0x20
-#define MB_SEED 0x40
-#define MB_ACK 0x80
-#define SEED_BYTES 64
-
-static volatile uint32_t* mailbox;
-static int random_fd = -1;
-static unsigned char last_gen[16];
-static unsigned reseeds;
-static unsigned last_restored;
-
-// 32-bit volatile loads: each one is a single MMIO exit the monitor decodes simply.
-static uint32_t mb_read32(unsigned off) {
-  return mailbox[off / 4];
-}
-
-static void mb_read(unsigned off, unsigned char* out, unsigned len) {
-  for (unsigned i = 0; i < len; i += 4) {
-    uint32_t v = mb_read32(off + i);
-    memcpy(out + i, &v, 4);
-  }
-}
-
-static void to_hex(const unsigned char* b, unsigned len, char* out) {
-  static const char kHex[] = "0123456789abcdef";
-  for (unsigned i = 0; i < len; i++) {
-    out[2 * i] = kHex[b[i] >> 4];
-    out[2 * i + 1] = kHex[b[i] & 15];
-  }
-  out[2 * len] = 0;
-}
+// --- entropy mailbox (entropy_mailbox.h) -----------------------------------------------------
+static struct entropy_mailbox em = ENTROPY_MAILBOX_INIT;
 
 static void entropy_open(void) {
-  int fd = open("/dev/mem", O_RDWR | O_SYNC | O_CLOEXEC);
-  if (fd < 0) die("/dev/mem (entropy mailbox)");
-  void* p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, MAILBOX_ADDR);
-  close(fd);
-  if (p == MAP_FAILED) die("mmap of the entropy mailbox");
-  mailbox = p;
-  uint64_t magic = (uint64_t)mb_read32(0) | ((uint64_t)mb_read32(4) << 32);
-  if (magic != MB_MAGIC || mb_read32(8) != 1 || mb_read32(12) != SEED_BYTES) {
+  if (em_open(&em) != 0) {
+    say("cordon-init: entropy: %s\n", em.error);
     errno = ENODEV;
-    die("no cordon-vmm entropy mailbox");
+    die("no usable cordon-vmm entropy mailbox");
   }
-  random_fd = open("/dev/urandom", O_RDWR | O_CLOEXEC);
-  if (random_fd < 0) die("/dev/urandom");
 }
 
 // 1: reseeded for a new generation; 0: same generation as before; -1: failed (said why).
 static int entropy_check(void) {
-  unsigned char gen[16], again[16];
-  struct {
-    struct rand_pool_info info;
-    unsigned char bytes[SEED_BYTES];
-  } seed;
-  for (int tries = 0;; tries++) {
-    mb_read(MB_GEN, gen, sizeof gen);
-    if (reseeds > 0 && memcmp(gen, last_gen, sizeof gen) == 0) return 0;
-    mb_read(MB_SEED, seed.bytes, SEED_BYTES);
-    mb_read(MB_GEN, again, sizeof again);
-    if (memcmp(gen, again, sizeof gen) == 0) break;  // no snapshot between the reads
-    if (tries > 3) {
-      say("cordon-init: entropy: generation keeps changing\n");
-      return -1;
-    }
-  }
-  unsigned char any = 0;
-  for (unsigned i = 0; i < SEED_BYTES; i++) any |= seed.bytes[i];
-  if (!any) {
-    say("cordon-init: entropy: the new generation's seed is already wiped\n");
-    return -1;
-  }
-  seed.info.entropy_count = SEED_BYTES * 8;
-  seed.info.buf_size = SEED_BYTES;
-  int rc = ioctl(random_fd, RNDADDENTROPY, &seed.info);
-  explicit_bzero(&seed, sizeof seed);
-  if (rc != 0) {
-    say("cordon-init: entropy: RNDADDENTROPY: %s\n", strerror(errno));
-    return -1;
-  }
-  if (ioctl(random_fd, RNDRESEEDCRNG) != 0)
-    say("cordon-init: entropy: RNDRESEEDCRNG: %s\n", strerror(errno));
-  mailbox[MB_ACK / 4] = 1;
-  last_restored = mb_read32(MB_RESTORED);
-  memcpy(last_gen, gen, sizeof gen);
-  reseeds++;
-  return 1;
+  int r = em_check(&em);
+  if (em.error[0]) say("cordon-init: entropy: %s\n", em.error);
+  return r;
 }
 
 // --- boot ------------------------------------------------------------------------------------
@@ -355,12 +282,12 @@ static void serve(int c) {
   else if (!err && strcmp(line, "PING") != 0)
     err = "unknown request";
   char gen[33], reply[256];
-  to_hex(last_gen, 16, gen);
+  em_hex(em.last_gen, sizeof em.last_gen, gen);
   if (err)
     snprintf(reply, sizeof reply, "ERR %s (%s)\n", err, strerror(errno));
   else
-    snprintf(reply, sizeof reply, "OK gen=%s reseeds=%u restored=%u\n", gen, reseeds,
-             last_restored);
+    snprintf(reply, sizeof reply, "OK gen=%s reseeds=%u restored=%u\n", gen, em.reseeds,
+             em.last_restored);
   ssize_t w = write(c, reply, strlen(reply));
   (void)w;
 }
