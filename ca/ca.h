@@ -52,11 +52,10 @@ struct LeafName {
   bool is_ip = false;
 };
 
-// Validates and normalizes a name for a leaf. Refused: empty, over 253 bytes, characters other
-// than [a-z0-9-.] after lower-casing (so wildcards and underscores too), an empty label or one
-// over 63 bytes, a label that starts or ends with '-', and a rightmost label of digits only (not a
-// hostname, and not an IP address either). IPv4 dotted quads and IPv6 addresses (optionally in
-// brackets) are accepted as IP names.
+// Validates and normalizes a name for a leaf: a host name of common/host_name.h (the grammar
+// the policy and the SNI parser use: labels of a-z, 0-9, '-', '_', no '-' at a label's edge,
+// no all-digit last label), lower-cased, without a trailing dot; wildcards are refused. IPv4
+// dotted quads and IPv6 addresses (optionally in brackets) are accepted as IP names.
 Result<LeafName> validate_leaf_name(std::string_view name);
 
 // The root certificate of the CA in `state` as PEM, read without touching the keys (so that a user

@@ -1,11 +1,11 @@
 // Validation of the names a leaf is minted for. The name comes from a sandbox's ClientHello
-// (untrusted): anything outside the strict hostname grammar is refused, never repaired.
-#include <arpa/inet.h>
-
+// (untrusted): anything outside the host-name grammar (common/host_name.h) or the strict IP
+// literal forms is refused, never repaired.
 #include <string>
 
 #include "ca/ca.h"
 #include "ca/limits.h"
+#include "common/host_name.h"
 
 namespace cordon::ca {
 namespace {
@@ -27,67 +27,36 @@ std::string printable(std::string_view s) {
 }
 
 std::optional<LeafName> as_ip(std::string_view name) {
-  std::string text(name);
+  std::string_view text = name;
   if (text.size() > 2 && text.front() == '[' && text.back() == ']')
     text = text.substr(1, text.size() - 2);
-  unsigned char buf[16];
-  char out[INET6_ADDRSTRLEN];
-  if (text.find(':') != std::string::npos) {
-    if (inet_pton(AF_INET6, text.c_str(), buf) != 1) return std::nullopt;
-    if (!inet_ntop(AF_INET6, buf, out, sizeof out)) return std::nullopt;
-    return LeafName{out, true};
+  if (text.find(':') != std::string_view::npos) {
+    auto v6 = canonical_ipv6(text);
+    if (!v6) return std::nullopt;
+    return LeafName{std::move(*v6), true};
   }
-  // inet_pton(AF_INET) accepts only the strict dotted-quad form (no octal, no short forms).
-  if (inet_pton(AF_INET, text.c_str(), buf) != 1) return std::nullopt;
-  if (!inet_ntop(AF_INET, buf, out, sizeof out)) return std::nullopt;
-  return LeafName{out, true};
+  // Only the strict dotted quad: no octal, hex or short forms ("10.1" is neither IP nor name).
+  if (!is_ipv4_literal(text)) return std::nullopt;
+  return LeafName{std::string(text), true};
 }
 
 }  // namespace
 
 Result<LeafName> validate_leaf_name(std::string_view name) {
   if (name.empty()) return fail("leaf name is empty");
-  if (name.size() > kMaxNameBytes + 2)  // +2 for IPv6 brackets, checked precisely below
+  if (name.size() > kMaxNameBytes + 2)  // +2 for IPv6 brackets; names are checked below
     return fail("leaf name is " + std::to_string(name.size()) + " bytes, over the limit of " +
                 std::to_string(kMaxNameBytes));
   if (auto ip = as_ip(name)) return *ip;
-  if (name.size() > kMaxNameBytes)
-    return fail("leaf name is " + std::to_string(name.size()) + " bytes, over the limit of " +
-                std::to_string(kMaxNameBytes));
   if (name.find('*') != std::string_view::npos)
     return fail("leaf name '" + printable(name) + "' is a wildcard; only exact names are minted");
-
-  std::string lower;
-  lower.reserve(name.size());
-  for (char c : name) {
-    char l = (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c;
-    bool ok = (l >= 'a' && l <= 'z') || (l >= '0' && l <= '9') || l == '-' || l == '.';
-    if (!ok) return fail("leaf name '" + printable(name) + "' has a character outside [a-z0-9-.]");
-    lower += l;
-  }
-
-  size_t start = 0;
-  bool last_label_numeric = false;
-  for (;;) {
-    size_t dot = lower.find('.', start);
-    size_t end = dot == std::string::npos ? lower.size() : dot;
-    std::string_view label(lower.data() + start, end - start);
-    if (label.empty()) return fail("leaf name '" + printable(name) + "' has an empty label");
-    if (label.size() > kMaxLabelBytes)
-      return fail("leaf name '" + printable(name) + "' has a label of " +
-                  std::to_string(label.size()) + " bytes, over the limit of " +
-                  std::to_string(kMaxLabelBytes));
-    if (label.front() == '-' || label.back() == '-')
-      return fail("leaf name '" + printable(name) + "' has a label that starts or ends with '-'");
-    last_label_numeric = label.find_first_not_of("0123456789") == std::string_view::npos;
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  // "1.2.3.999" or "10.1" would be read as an IP by some clients and as a name by others.
-  if (last_label_numeric)
-    return fail("leaf name '" + printable(name) +
-                "' ends in a numeric label but is not an IP address");
-  return LeafName{std::move(lower), false};
+  // The grammar the policy lints destinations with and the gateway reads SNI with, so that
+  // every name a rule lets through can get a leaf. A leaf name is what an SNI carries: no
+  // trailing dot.
+  HostNameBuffer buf;
+  const HostNameCheck c = canonicalize_host_name(name, buf, TrailingDot::kRefuse);
+  if (!c) return fail("leaf name " + host_name_error_message(name, c.error));
+  return LeafName{std::string(buf.data(), c.size), false};
 }
 
 }  // namespace cordon::ca

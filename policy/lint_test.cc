@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "common/host_name.h"
 #include "policy/policy.h"
 
 namespace cordon::policy {
@@ -210,6 +211,59 @@ TEST(Lint, ErrorCountIsCapped) {
   ASSERT_FALSE(r.ok());
   EXPECT_LE(r.errors.size(), 1000u);
   EXPECT_GE(r.errors.size(), 999u);
+}
+
+// A destination host lints clean iff a name the gateway can receive matches it. The gateway
+// reads SNI (no trailing dot), Host and DNS names with common/host_name.h, the grammar lint
+// uses, so this asks that reader for each example. Before one grammar, "foo_bar.example.com"
+// and "-a.example.com" linted clean while the SNI parser refused them (rules that could never
+// match), and "1.2.3.999" linted as a name that no client sends as one.
+TEST(Lint, DestinationLintsCleanIffItCanMatch) {
+  struct Case {
+    std::string pattern;  // as written in the rules file
+    std::string wire;     // a host a sandbox would send for it (SNI, or Host for an address)
+    bool lints;
+  };
+  const Case cases[] = {
+      {"foo_bar.example.com", "FOO_bar.example.com", true},
+      {"*.s3.example.com", "my_bucket.s3.example.com", true},
+      {"_dmarc.example.com", "_dmarc.example.com", true},
+      {"**.example.org", "a_b.c.example.org", true},
+      {"API.Example.com.", "api.example.com", true},
+      {"xn--bcher-kva.example", "xn--bcher-kva.example", true},
+      {"192.0.2.1", "192.0.2.1", true},  // exact address: plain HTTP with an IP-literal Host
+      {"-a.example.com", "-a.example.com", false},
+      {"a-.example.com", "a-.example.com", false},
+      {"1.2.3.999", "1.2.3.999", false},
+      {"*.0.2.1", "x.0.2.1", false},
+      {"exa mple.com", "exa mple.com", false},
+      {"[2001:db8::1]", "[2001:db8::1]", false},
+      {"api.example.com:443", "api.example.com:443", false},
+  };
+  for (const auto& c : cases) {
+    const std::string yaml = "version: 1\ndestinations:\n  - id: d\n    hosts: [\"" + c.pattern +
+                             "\"]\n    ports: [80, 443]\n    routes:\n      - {id: all}\n"
+                             "profiles:\n  p: {destinations: [d]}\n";
+    auto r = compile_policy(yaml, "test.yaml");
+    EXPECT_EQ(r.ok(), c.lints) << c.pattern << ": " << r.errors_text();
+    if (!c.lints) {
+      if (!r.ok()) {
+        EXPECT_TRUE(has_error(r, 4, 13, "hosts: '" + c.pattern + "'"));
+      }
+      // ... and the gateway would refuse the name on the wire too, so nothing was lost.
+      EXPECT_FALSE(canonical_host_name(c.wire, TrailingDot::kRefuse)) << c.wire;
+      continue;
+    }
+    if (!r.ok()) continue;
+    if (is_ipv4_literal(c.wire)) {
+      EXPECT_TRUE(r.policy->match_connection("p", c.wire, 80)) << c.pattern;
+      continue;
+    }
+    auto sni = canonical_host_name(c.wire, TrailingDot::kRefuse);
+    ASSERT_TRUE(sni) << c.wire << ": " << sni.error().message;
+    EXPECT_TRUE(r.policy->match_connection("p", *sni, 443)) << c.pattern << " vs " << *sni;
+    EXPECT_TRUE(r.policy->host_reachable("p", *sni)) << c.pattern;
+  }
 }
 
 }  // namespace

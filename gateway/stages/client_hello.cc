@@ -109,14 +109,16 @@ bool parse_sni(std::string_view ext, ClientHello& hello, std::string& why) {
       why = "server_name host_name is empty";
       return false;
     }
-    auto canonical = detail::canonical_dns_name(name);
-    if (!canonical) {
-      why =
-          "server_name host_name is not a valid DNS host name (IP literals, trailing dots, "
-          "underscores and non-LDH bytes are refused)";
+    // The host-name grammar the policy lints with (IP literals are never names, and RFC 6066
+    // forbids both them and a trailing dot here).
+    HostNameBuffer canonical;
+    const HostNameCheck check = canonicalize_host_name(name, canonical, TrailingDot::kRefuse);
+    if (!check) {
+      why = "server_name host_name is not a valid DNS host name: " +
+            host_name_error_message(name, check.error);
       return false;
     }
-    hello.sni = std::move(*canonical);
+    hello.sni = std::string(canonical.data(), check.size);
   }
   return true;
 }

@@ -2,14 +2,11 @@
 
 #include <cstring>
 
+#include "common/host_name.h"
 #include "policy/limits.h"
 
 namespace cordon::policy::detail {
 namespace {
-
-bool is_label_char(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
-}
 
 // Edge key: 4 bytes of the parent id, then the label. Fits a stack buffer because labels
 // are at most kMaxLabelBytes.
@@ -22,22 +19,15 @@ std::size_t edge_key(std::uint32_t parent, std::string_view label, char* buf) {
 }  // namespace
 
 std::size_t normalize_host(std::string_view host, char* out) {
-  if (!host.empty() && host.back() == '.') host.remove_suffix(1);
-  if (host.empty() || host.size() > kMaxHostBytes) return 0;
-  std::size_t label_len = 0;
-  for (std::size_t i = 0; i < host.size(); ++i) {
-    auto c = static_cast<unsigned char>(host[i]);
-    if (c >= 'A' && c <= 'Z') c = static_cast<unsigned char>(c + ('a' - 'A'));
-    if (c == '.') {
-      if (label_len == 0) return 0;
-      label_len = 0;
-    } else {
-      if (!is_label_char(c) || ++label_len > kMaxLabelBytes) return 0;
-    }
-    out[i] = static_cast<char>(c);
+  if (is_ipv4_literal(host)) {
+    std::memcpy(out, host.data(), host.size());
+    return host.size();
   }
-  if (label_len == 0) return 0;
-  return host.size();
+  HostNameBuffer buf;
+  const HostNameCheck c = canonicalize_host_name(host, buf, TrailingDot::kStrip);
+  if (!c) return 0;
+  std::memcpy(out, buf.data(), c.size);
+  return c.size;
 }
 
 bool parse_host_pattern(std::string_view text, HostPattern* pattern, std::string* error) {
@@ -59,21 +49,27 @@ bool parse_host_pattern(std::string_view text, HostPattern* pattern, std::string
     *error = "'*' is only allowed as a whole first label (\"*.example.com\" or \"**.example.com\")";
     return false;
   }
-  char buf[kMaxHostBytes + 1];
-  if (!text.empty() && text.back() == '.') text.remove_suffix(1);
-  if (text.empty()) {
+  if (kind != PatternKind::kExact && (text.empty() || text == ".")) {
     *error = "a wildcard needs a domain after it";
     return false;
   }
-  std::size_t n = normalize_host(text, buf);
-  if (n == 0) {
-    *error =
-        "not a valid host name (labels of a-z, 0-9, '-', '_', at most 63 bytes each, "
-        "253 in all)";
+  // An IPv4 literal is an exact host (plain HTTP to an address); never under a wildcard, where
+  // "*.0.2.1" would be a range of addresses written as names.
+  if (kind == PatternKind::kExact && is_ipv4_literal(text)) {
+    pattern->kind = kind;
+    pattern->suffix.assign(text);
+    return true;
+  }
+  HostNameBuffer buf;
+  const HostNameCheck c = canonicalize_host_name(text, buf, TrailingDot::kStrip);
+  if (!c) {
+    *error = "not a valid host name: it " + std::string(describe(c.error));
+    if (c.error == HostNameError::kBadCharacter && text.find(':') != std::string_view::npos)
+      *error += " (IPv6 literals and ports are not destination hosts)";
     return false;
   }
   pattern->kind = kind;
-  pattern->suffix.assign(buf, n);
+  pattern->suffix.assign(buf.data(), c.size);
   return true;
 }
 

@@ -23,13 +23,15 @@ struct HostPattern {
   std::string suffix;  // the exact name, or the part after "*." / "**."
 };
 
-// Normalizes an untrusted host name into out (lower case, one trailing dot removed).
-// Returns the length, or 0 when the name is not a valid ASCII host name (empty, too long,
-// empty label, label over 63 bytes, a byte outside [a-z0-9-_]). out holds kMaxHostBytes+1.
+// Normalizes an untrusted host into out: a host name in the grammar of common/host_name.h
+// (lower case, one trailing dot removed), or a strict dotted-quad IPv4 literal as it is.
+// Returns the length, or 0 when it is neither. out holds kMaxHostBytes+1. The same reader as
+// parse_host_pattern's, so that every host a rule can list is one a request can match.
 std::size_t normalize_host(std::string_view host, char* out);
 
-// Parses a pattern from the rules file ("*.x.com", "**.x.com", "x.com"); on error returns
-// false and sets *error.
+// Parses a pattern from the rules file ("*.x.com", "**.x.com", "x.com", or an exact IPv4
+// literal); the name after a wildcard prefix is a host name of common/host_name.h. On error
+// returns false and sets *error.
 bool parse_host_pattern(std::string_view text, HostPattern* pattern, std::string* error);
 
 class HostMatcher {
