@@ -20,6 +20,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "common/token_bucket.h"
 #include "gateway/stages/limits.h"
 
 namespace cordon::gateway {
@@ -244,10 +245,10 @@ size_t reason_index(std::string_view reason) {
 
 // One source address: its bucket and its audit interval.
 struct SourceEntry {
+  explicit SourceEntry(TokenBucket b) : bucket(b) {}
   std::string src_ip;   // for unknown sources: the last one seen
   std::string sandbox;  // as of the last decided query; empty if unknown
-  double tokens = 0;
-  Clock::time_point refilled{};
+  TokenBucket bucket;
   Clock::time_point last_seen{};
   Clock::time_point window_start{};
   uint32_t lines_in_window = 0;
@@ -270,7 +271,9 @@ class FloodGuard {
         burst_(std::max<double>(1, o.query_burst)),
         lines_(o.audit_lines_per_interval),
         interval_(std::chrono::milliseconds(o.audit_interval_ms)),
-        max_sources_(std::max<uint32_t>(1, o.max_sources)) {}
+        max_sources_(std::max<uint32_t>(1, o.max_sources)),
+        // Full from the start, as a new sandbox's entry is.
+        unknown_(TokenBucket(rate_, burst_, Clock::time_point{})) {}
 
   // Charges one query to the entry of `src_ip` if there is one (no sandbox lookup needed).
   Admit admit_known(const std::string& src_ip, Clock::time_point now,
@@ -291,11 +294,10 @@ class FloodGuard {
     auto it = table_.find(src_ip);  // another thread may have added it since
     if (it == table_.end()) {
       if (table_.size() >= max_sources_) make_room(now, out);
-      SourceEntry e;
+      SourceEntry e(TokenBucket(rate_, burst_, now));
       e.src_ip = src_ip;
       e.sandbox = *sandbox;
-      e.tokens = burst_;
-      e.refilled = e.last_seen = e.window_start = now;
+      e.last_seen = e.window_start = now;
       it = table_.emplace(src_ip, std::move(e)).first;
     }
     return charge(it->second, now, out);
@@ -349,23 +351,10 @@ class FloodGuard {
 
   Admit charge(SourceEntry& e, Clock::time_point now, std::vector<AuditRecord>& out) {
     e.last_seen = now;
-    if (rate_ == 0) return Admit::kAdmitted;
-    refill(e, now);
-    if (e.tokens >= 1) {
-      e.tokens -= 1;
-      return Admit::kAdmitted;
-    }
+    if (e.bucket.take(now)) return Admit::kAdmitted;
     roll(e, now, out);
     e.counted[kRateLimited]++;
     return Admit::kLimited;
-  }
-
-  void refill(SourceEntry& e, Clock::time_point now) {
-    if (now > e.refilled) {
-      double dt = std::chrono::duration<double>(now - e.refilled).count();
-      e.tokens = std::min(burst_, e.tokens + dt * rate_);
-      e.refilled = now;
-    }
   }
 
   // Ends the entry's interval if it is over: its summary, then a fresh one.
@@ -386,9 +375,7 @@ class FloodGuard {
   bool disposable(SourceEntry& e, Clock::time_point now, std::vector<AuditRecord>& out) {
     roll(e, now, out);
     if (e.pending() || e.lines_in_window) return false;
-    if (rate_ == 0) return true;
-    refill(e, now);
-    return e.tokens >= burst_;
+    return e.bucket.full(now);
   }
 
   void make_room(Clock::time_point now, std::vector<AuditRecord>& out) {
@@ -437,8 +424,8 @@ struct DnsResponder::Impl : std::enable_shared_from_this<DnsResponder::Impl> {
   DnsResponderOptions options;
   std::shared_ptr<SandboxDirectory> sandboxes;
   std::shared_ptr<AuditSink> audit;
-  mutable std::mutex policy_mu;
-  std::shared_ptr<const DnsPolicy> policy;
+  // Shared with the gateway when it is the gateway's (Gateway::config_source()): one snapshot.
+  std::shared_ptr<ConfigSource> config;
   struct Bound {
     std::unique_ptr<udp::socket> udp_socket;
     std::unique_ptr<tcp::acceptor> tcp_acceptor;
@@ -458,11 +445,6 @@ struct DnsResponder::Impl : std::enable_shared_from_this<DnsResponder::Impl> {
                                bool transparent, bool* tcp_port_taken);
   // Whatever is still counted is written: a count is never lost with the responder.
   ~Impl() { flush(true); }
-
-  std::shared_ptr<const DnsPolicy> current_policy() const {
-    std::lock_guard lk(policy_mu);
-    return policy;
-  }
 
   Clock::time_point now() const { return options.clock ? options.clock() : Clock::now(); }
 
@@ -520,12 +502,14 @@ struct DnsResponder::Impl : std::enable_shared_from_this<DnsResponder::Impl> {
       return refuse_limited(packet);
     }
 
-    auto pol = current_policy();
+    // Taken once: the whole query is answered from one configuration.
+    const std::shared_ptr<const GatewayConfig> cfg = config->current();
+    const DnsPolicy* pol = cfg->dns_policy.get();
     DnsVerdict v;
     std::string qname;
     uint16_t qtype = 0;
     std::string out =
-        answer_dns_packet(packet, src_ip, *sandboxes, pol.get(), options, &v, &qname, &qtype);
+        answer_dns_packet(packet, src_ip, *sandboxes, pol, options, &v, &qname, &qtype);
     if (v.reason == "malformed") n_malformed++;
     if (v.rcode == DnsRcode::kNoError) n_answered++;
     if (v.rcode == DnsRcode::kRefused) n_refused++;
@@ -745,7 +729,7 @@ DnsResponder::~DnsResponder() {
 
 Result<std::unique_ptr<DnsResponder>> DnsResponder::create(
     asio::io_context& io, DnsResponderOptions options, std::shared_ptr<SandboxDirectory> sandboxes,
-    std::shared_ptr<AuditSink> audit) {
+    std::shared_ptr<AuditSink> audit, std::shared_ptr<ConfigSource> config) {
   if (!sandboxes || !audit) return fail("dns responder: the sandboxes and audit ports are needed");
   if (raw_address(options.synthetic_ipv4, AF_INET).empty())
     return fail("dns responder: synthetic_ipv4 '" + options.synthetic_ipv4 +
@@ -763,12 +747,12 @@ Result<std::unique_ptr<DnsResponder>> DnsResponder::create(
   impl->options = std::move(options);
   impl->sandboxes = std::move(sandboxes);
   impl->audit = std::move(audit);
+  impl->config = config ? std::move(config) : std::make_shared<ConfigSource>();
   return std::unique_ptr<DnsResponder>(new DnsResponder(std::move(impl)));
 }
 
 void DnsResponder::set_policy(std::shared_ptr<const DnsPolicy> policy) {
-  std::lock_guard lk(impl_->policy_mu);
-  impl_->policy = std::move(policy);
+  impl_->config->update([&](GatewayConfig& c) { c.dns_policy = std::move(policy); });
 }
 
 Result<uint16_t> DnsResponder::listen(const std::string& addr, bool transparent) {

@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "gateway/config.h"
 #include "gateway/ports.h"
 #include "gateway/stages/dns_message.h"
 
@@ -77,16 +78,6 @@ inline constexpr size_t kRandomCheckMinLabelBytes = 20;   // labels this long ar
 inline constexpr double kMaxPlainLabelEntropyBits = 3.6;  // randomness (bits per character)
 inline constexpr size_t kMaxPlainDnsLabels = 10;
 inline constexpr size_t kMaxPlainDnsNameBytes = 120;
-
-// The part of the policy the responder needs; one immutable snapshot, swapped on reload.
-class DnsPolicy {
- public:
-  virtual ~DnsPolicy() = default;
-  // True if `host` (lower-case, no trailing dot) is in some destination of the profile.
-  virtual bool host_reachable(std::string_view profile, std::string_view host) const = 0;
-  // `dns: {unlisted: refused}`: answer REFUSED instead of NXDOMAIN for unlisted names.
-  virtual bool unlisted_refused() const = 0;
-};
 
 struct DnsResponderOptions {
   std::string synthetic_ipv4 = "198.18.0.1";
@@ -145,15 +136,21 @@ bool looks_like_tunnel(std::string_view name);
 
 class DnsResponder {
  public:
+  // `config`: where the DNS view of the policy is read (GatewayConfig::dns_policy), once per
+  // query. Pass the gateway's (Gateway::config_source()) so that a reload reaches both in one
+  // swap; null = a source of the responder's own, set with set_policy.
   static Result<std::unique_ptr<DnsResponder>> create(boost::asio::io_context& io,
                                                       DnsResponderOptions options,
                                                       std::shared_ptr<SandboxDirectory> sandboxes,
-                                                      std::shared_ptr<AuditSink> audit);
+                                                      std::shared_ptr<AuditSink> audit,
+                                                      std::shared_ptr<ConfigSource> config = {});
   ~DnsResponder();
   DnsResponder(const DnsResponder&) = delete;
   DnsResponder& operator=(const DnsResponder&) = delete;
 
-  // Fail closed: until a policy is set, every query is REFUSED.
+  // Replaces the DNS policy in the responder's source (keeping the rest of the snapshot):
+  // for a responder with a source of its own; with the gateway's, Gateway::set_config is the
+  // one call that swaps everything. Fail closed: until a policy is set, every query is REFUSED.
   void set_policy(std::shared_ptr<const DnsPolicy> policy);
 
   // Binds UDP and TCP on "ADDR:PORT" (port 0: one free port for both); `transparent` sets

@@ -20,6 +20,7 @@
 #include <set>
 #include <thread>
 
+#include "gateway/gateway.h"
 #include "gateway/testing/fakes.h"
 
 namespace cordon::gateway {
@@ -795,6 +796,108 @@ TEST(DnsOverlay, ANameTheOverlayRefusesIsAnsweredAsAnUnlistedNameAndAudited) {
   EXPECT_EQ(recs[0].reason, "dns_overlay_denied");
   EXPECT_EQ(recs[0].host, "api.github.com");
   EXPECT_EQ(recs[0].decision, "deny");
+}
+
+// A rules reload during traffic is seen whole, and by the gateway and the DNS responder alike:
+// both read the one ConfigSource (Gateway::config_source()), so one Gateway::set_config
+// reaches both, and no reader meets a snapshot mixing two generations.
+TEST(DnsReload, GatewayAndResponderReadOneSnapshotGeneration) {
+  struct GenPolicy : testing::FakePolicy {
+    uint64_t gen = 0;
+  };
+  struct GenDns : SetPolicy {
+    uint64_t gen = 0;
+  };
+  auto sandboxes = std::make_shared<FakeSandboxes>();
+  sandboxes->add("sb-1", "secret", "coding", "10.200.0.2");
+  auto audit = std::make_shared<MemoryAudit>();
+  GatewayOptions opts;
+  opts.threads = 1;
+  opts.system_trust_store = false;
+  auto gw = Gateway::create(opts, {std::make_shared<testing::FakeCerts>(), sandboxes,
+                                   std::make_shared<testing::FakeCredentials>(), audit});
+  ASSERT_TRUE(gw) << gw.error().message;
+  std::shared_ptr<ConfigSource> source = (*gw)->config_source();
+  boost::asio::io_context io;
+  DnsResponderOptions dopts;
+  dopts.queries_per_second = 0;  // the probe asks as fast as it can
+  auto r = DnsResponder::create(io, dopts, sandboxes, audit, source);
+  ASSERT_TRUE(r) << r.error().message;
+  DnsResponder& dns = **r;
+
+  auto config = [&](uint64_t g) {
+    auto view = std::make_shared<GenPolicy>();
+    view->gen = g;
+    const std::string host = "gen" + std::to_string(g) + ".example";
+    view->destinations = {{"d", {host}, {443}, TlsMode::kIntercept, false, {{"all"}}, true}};
+    view->profiles["coding"] = {"d"};
+    auto names = std::make_shared<GenDns>();
+    names->gen = g;
+    names->hosts["coding"] = {host};
+    RuntimeOptions runtime;
+    runtime.limits.max_header_count = 1000 + g;
+    return GatewayConfig{view, names, runtime, g};
+  };
+  // Whole: the policy, the DNS view and the options of one snapshot are of one generation.
+  auto whole = [](const GatewayConfig& c) {
+    auto* view = dynamic_cast<const GenPolicy*>(c.policy.get());
+    auto* names = dynamic_cast<const GenDns*>(c.dns_policy.get());
+    return view && names && view->gen == c.generation && names->gen == c.generation &&
+           c.runtime.limits.max_header_count == 1000 + c.generation;
+  };
+  auto ask = [&](uint64_t g, uint16_t id) {
+    return rcode_of(dns.handle_query(
+        query("gen" + std::to_string(g) + ".example", dns_type::kA, id), "10.200.0.2", 5353, ""));
+  };
+
+  // Before the first load: the gateway has no policy and the responder refuses (fail closed).
+  EXPECT_FALSE(source->current()->policy);
+  EXPECT_EQ(ask(1, 1), 5u);  // REFUSED
+  (*gw)->set_config(config(1));
+  EXPECT_TRUE(whole(*source->current()));
+  EXPECT_EQ(ask(1, 2), 0u);  // the responder answers from what the gateway was given
+
+  constexpr uint64_t kReloads = 500;
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> torn{0}, wrong_answers{0}, probes_in_one_generation{0};
+  std::thread reloader([&] {
+    for (uint64_t g = 2; g <= kReloads; ++g) {
+      (*gw)->set_config(config(g));
+      // Spread out, so that the probe also meets generations that stay a while.
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    done = true;
+  });
+  std::thread reader([&] {
+    while (!done) {
+      if (!whole(*source->current())) torn++;
+    }
+  });
+  uint16_t id = 3;
+  while (!done) {
+    // Generations only grow: when the same one is in force before and after the query, the
+    // responder answered from it, and must have found its name.
+    const uint64_t before = source->current()->generation;
+    const unsigned rcode = ask(before, id++);
+    const uint64_t after = source->current()->generation;
+    if (before != after) continue;
+    probes_in_one_generation++;
+    if (rcode != 0) wrong_answers++;
+  }
+  reloader.join();
+  reader.join();
+  EXPECT_EQ(torn.load(), 0u);
+  EXPECT_EQ(wrong_answers.load(), 0u);
+  EXPECT_GT(probes_in_one_generation.load(), 0u);
+  // After the last reload both read the last generation: its name answers, the previous one
+  // is unlisted.
+  EXPECT_EQ(source->current()->generation, kReloads);
+  EXPECT_EQ(ask(kReloads, id++), 0u);
+  EXPECT_EQ(ask(kReloads - 1, id++), 3u);  // NXDOMAIN
+  // A reload that changes only the policy (set_policy) keeps the rest of the snapshot.
+  (*gw)->set_policy(config(kReloads).policy);
+  EXPECT_EQ(source->current()->generation, kReloads);
+  EXPECT_EQ(ask(kReloads, id++), 0u);
 }
 
 TEST(DnsResponderCreate, RejectsBadSyntheticAddresses) {

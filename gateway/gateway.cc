@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "gateway/detail/client_tls.h"
 #include "gateway/detail/dns_client.h"
 #include "gateway/detail/impl.h"
 #include "gateway/detail/session_hooks.h"
@@ -359,37 +360,22 @@ int servername_cb(SSL* ssl, int* alert, void* arg) {
     *alert = SSL_AD_INTERNAL_ERROR;
     return SSL_TLSEXT_ERR_ALERT_FATAL;
   }
-  const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-  if (!name) {
-    hs->refusal = "no_sni";
-    *alert = SSL_AD_UNRECOGNIZED_NAME;
-    return SSL_TLSEXT_ERR_ALERT_FATAL;
-  }
-  auto auth = parse_authority(name);
-  if (!auth || auth->port != 0 || auth->host.find(':') != std::string::npos) {
-    hs->refusal = "invalid_sni";
-    *alert = SSL_AD_UNRECOGNIZED_NAME;
-    return SSL_TLSEXT_ERR_ALERT_FATAL;
-  }
-  hs->sni = auth->host;
-  if (!hs->expected_host.empty() && auth->host != hs->expected_host) {
-    hs->refusal = "sni_connect_mismatch";
-    *alert = SSL_AD_UNRECOGNIZED_NAME;
-    return SSL_TLSEXT_ERR_ALERT_FATAL;
-  }
+  // Decided again inside the handshake: the SNI is what the leaf will be minted for.
+  TlsFacts facts;
+  facts.phase = TlsPhase::kHandshake;
+  if (const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name)) facts.sni = name;
+  if (!hs->expected_host.empty()) facts.connect_host = hs->expected_host;
+  facts.port = hs->port;
   auto policy = impl->current_policy();
-  if (!policy) {
-    hs->refusal = "policy_not_loaded";
-    *alert = SSL_AD_INTERNAL_ERROR;
+  TlsChoice choice = choose_client_tls(policy.get(), hs->profile, hs->overlay.get(), facts);
+  hs->sni = choice.decision.host;
+  if (choice.decision.action != TlsAction::kIntercept) {
+    hs->refusal = std::string(choice.decision.reason());
+    *alert = choice.decision.refusal == TlsRefusal::kPolicyNotLoaded ? SSL_AD_INTERNAL_ERROR
+                                                                     : SSL_AD_UNRECOGNIZED_NAME;
     return SSL_TLSEXT_ERR_ALERT_FATAL;
   }
-  auto dest = policy->destination(hs->profile, auth->host, hs->port);
-  if (!dest || dest->tls != TlsMode::kIntercept) {
-    hs->refusal = dest ? "passthrough_not_intercepted" : "sni_not_allowed";
-    *alert = SSL_AD_UNRECOGNIZED_NAME;
-    return SSL_TLSEXT_ERR_ALERT_FATAL;
-  }
-  auto leaf = impl->leaf_for(auth->host);
+  auto leaf = impl->leaf_for(hs->sni);
   if (!leaf) {
     hs->refusal =
         leaf.error().code == kCertMintRateLimited ? "cert_mint_rate_limited" : "leaf_unavailable";
@@ -470,9 +456,10 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options, Gateway
   impl->options = std::move(options);
   impl->ports = std::move(ports);
   impl->blocking = std::make_unique<detail::BlockingPool>();
-  impl->config = std::make_shared<Impl::ConfigSnapshot>(Impl::ConfigSnapshot{
-      nullptr,
-      RuntimeOptions{impl->options.limits, impl->options.h2, impl->options.deny_on_audit_failure}});
+  GatewayConfig initial;  // no policy yet: fail closed
+  initial.runtime =
+      RuntimeOptions{impl->options.limits, impl->options.h2, impl->options.deny_on_audit_failure};
+  impl->config = std::make_shared<ConfigSource>(std::move(initial));
   impl->connections = std::make_unique<detail::ConnectionRegistry>(
       impl->options.limits.max_connections_per_sandbox);
   if (!impl->options.dns_server.empty()) {
@@ -526,19 +513,23 @@ Result<std::unique_ptr<Gateway>> Gateway::create(GatewayOptions options, Gateway
   return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
 }
 
+void Gateway::set_config(GatewayConfig config) {
+  impl_->config->publish(std::move(config));
+}
+
 void Gateway::set_policy(std::shared_ptr<const PolicyView> policy) {
-  std::lock_guard lk(impl_->policy_mu);
-  auto next = std::make_shared<Impl::ConfigSnapshot>(*impl_->config);
-  next->policy = std::move(policy);
-  impl_->config = std::move(next);
+  impl_->config->update([&](GatewayConfig& c) { c.policy = std::move(policy); });
 }
 
 void Gateway::set_config(std::shared_ptr<const PolicyView> policy, RuntimeOptions runtime) {
-  auto next = std::make_shared<Impl::ConfigSnapshot>();
-  next->policy = std::move(policy);
-  next->runtime = std::move(runtime);
-  std::lock_guard lk(impl_->policy_mu);
-  impl_->config = std::move(next);
+  impl_->config->update([&](GatewayConfig& c) {
+    c.policy = std::move(policy);
+    c.runtime = std::move(runtime);
+  });
+}
+
+std::shared_ptr<ConfigSource> Gateway::config_source() const {
+  return impl_->config;
 }
 
 std::size_t Gateway::end_refused_connections(std::string_view sandbox_id) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "gateway/config.h"
 #include "gateway/h2/limits.h"
 #include "gateway/limits.h"
 #include "gateway/ports.h"
@@ -41,19 +42,6 @@ struct GatewayOptions {
   unsigned threads = 0;
 };
 
-// What a reload of the rules file may change in a running gateway (its `gateway:` section,
-// policy/gateway_settings.h), swapped together with the policy (set_config) and read through
-// the same snapshot. Of `limits`, HTTP/1.1 connections opened after the swap use the head
-// limits, timeouts, buffer size and ClientHello peek; every request after it the audit rule
-// and the per-sandbox connection cap. The pool sizes, the TLS session cache size and the mint
-// rate are sized once at create() and stay as they were (GatewayOptions). `h2` is taken by
-// the HTTP/2 code from GatewayOptions today (see gateway/h2/connection.cc).
-struct RuntimeOptions {
-  Limits limits;
-  h2::H2Limits h2;
-  bool deny_on_audit_failure = true;
-};
-
 struct GatewayPorts {
   std::shared_ptr<CertProvider> certs;
   std::shared_ptr<SandboxDirectory> sandboxes;
@@ -68,11 +56,19 @@ class Gateway {
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
 
-  // Atomically replaces the policy snapshot: requests already parsed keep the one they took,
-  // every later request (also on open connections) uses the new one.
+  // Atomically replaces the whole configuration (a rules file load or reload): requests
+  // already parsed keep the snapshot they took, every later request (also on open
+  // connections) and every later DNS query of a responder reading config_source() uses the
+  // new one.
+  void set_config(GatewayConfig config);
+  // The same, replacing only the policy (the rest of the snapshot stays as it was).
   void set_policy(std::shared_ptr<const PolicyView> policy);
-  // The same, with the reloadable options swapped in the same snapshot (a rules file reload).
+  // The same, replacing the policy and the reloadable options.
   void set_config(std::shared_ptr<const PolicyView> policy, RuntimeOptions runtime);
+
+  // The source the gateway reads its configuration from. Hand it to the DNS responder
+  // (DnsResponder::create) so that both answer from one snapshot.
+  std::shared_ptr<ConfigSource> config_source() const;
 
   // Ends the open client connections of sandbox `sandbox_id` (intercepted HTTP/1.1 and HTTP/2,
   // passthrough and CONNECT tunnels, WebSocket tunnels, explicit-proxy and transparent alike)

@@ -19,6 +19,7 @@
 #include "bpf/steering.h"
 #include "ca/ca.h"
 #include "ca/leaf_cache.h"
+#include "common/host_name.h"
 #include "gateway/adapters/adapters.h"
 #include "gateway/adapters/dns_policy_adapter.h"
 #include "gateway/adapters/settings_adapter.h"
@@ -66,6 +67,16 @@ void audit_drop(audit::Writer& w, const sandbox::EgressDrop& d) {
   if (!d.event.interface.empty()) e.add("interface", d.event.interface);
   if (d.suppressed) e.add("suppressed", static_cast<int64_t>(d.suppressed));
   (void)w.append(e);
+}
+
+// The whole configuration of one rules-file snapshot: the gateway's view of it, the DNS
+// responder's, and the reloadable options, published to both in one swap.
+gateway::GatewayConfig config_of(const std::shared_ptr<const policy::Policy>& snap,
+                                 const gateway::GatewayOptions& defaults) {
+  namespace adapters = gateway::adapters;
+  return gateway::GatewayConfig{adapters::make_policy_view(snap), adapters::make_dns_policy(snap),
+                                adapters::runtime_options(snap->gateway_settings(), defaults),
+                                snap->generation()};
 }
 
 // Whether capability number `cap` is in this process's effective set (/proc/self/status).
@@ -177,9 +188,10 @@ RunOutcome Server::run(std::FILE* log) {
     if (eq == std::string::npos || eq == 0 || eq + 1 == r.size()) {
       return failed("--resolve '" + r + "': expected HOST=IP", kUsage);
     }
-    std::string host = r.substr(0, eq);
-    for (auto& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    opts.resolve[host] = r.substr(eq + 1);
+    // Looked up by the canonical name the gateway connects to: the one host-name grammar.
+    auto host = canonical_host_name(std::string_view(r).substr(0, eq));
+    if (!host) return failed("--resolve '" + r + "': host " + host.error().message, kUsage);
+    opts.resolve[*host] = r.substr(eq + 1);
   }
   opts.upstream_ca_files = f.upstream_ca;
   opts.dns_server = f.dns_server;  // checked by Gateway::create (IP[:PORT])
@@ -226,7 +238,7 @@ RunOutcome Server::run(std::FILE* log) {
   auto gw = Gateway::create(opts, ports);
   if (!gw) return failed(gw.error());
   Gateway& gateway = **gw;
-  gateway.set_policy(adapters::make_policy_view(store->snapshot()));
+  gateway.set_config(config_of(store->snapshot(), defaults));
   // A narrowed overlay (PUT /sandboxes/{id}/network) also ends the open connections it refuses.
   overlays->on_change([&gateway](const std::string& id) { gateway.end_refused_connections(id); });
 
@@ -267,7 +279,9 @@ RunOutcome Server::run(std::FILE* log) {
     dopts.synthetic_ipv4 = f.dns_synthetic_ipv4;
     dopts.queries_per_second = f.dns_queries_per_second;
     dopts.query_burst = f.dns_query_burst;
-    auto d = DnsResponder::create(*dns_io, dopts, ports.sandboxes, ports.audit);
+    // The gateway's configuration source: reloads reach both at once.
+    auto d =
+        DnsResponder::create(*dns_io, dopts, ports.sandboxes, ports.audit, gateway.config_source());
     if (!d) return failed(d.error());
     dns = std::move(*d);
     for (const auto& addr : dns_listen) {
@@ -281,7 +295,6 @@ RunOutcome Server::run(std::FILE* log) {
       std::fprintf(log, "cordon: DNS responder on %s (port %u, udp+tcp)\n", addr.c_str(),
                    static_cast<unsigned>(*p));
     }
-    dns->set_policy(adapters::make_dns_policy(store->snapshot()));
   }
 
   if (!f.admin_listen.empty()) {
@@ -371,9 +384,7 @@ RunOutcome Server::run(std::FILE* log) {
     std::string restart_required;
     if (out.replaced) {
       auto snap = store->snapshot();
-      gateway.set_config(adapters::make_policy_view(snap),
-                         adapters::runtime_options(snap->gateway_settings(), defaults));
-      if (dns) dns->set_policy(adapters::make_dns_policy(snap));
+      gateway.set_config(config_of(snap, defaults));  // the DNS responder reads it too
       std::fprintf(log, "cordon: rules reloaded (generation %llu)\n",
                    static_cast<unsigned long long>(out.generation));
       for (const auto& name :

@@ -225,7 +225,8 @@ struct Worker {
 struct HandshakeState {
   Gateway::Impl* impl = nullptr;
   std::string expected_host;  // CONNECT authority host; empty in transparent mode
-  std::string profile;        // transparent mode: the SNI must be a destination of it
+  std::string profile;        // the SNI must be a destination of it
+  std::shared_ptr<const SandboxOverlay> overlay;  // and the overlay must permit it (null: none)
   uint16_t port = 443;
   std::string sni;      // set when accepted
   std::string refusal;  // set when refused
@@ -243,18 +244,12 @@ struct Gateway::Impl {
   std::unique_ptr<detail::BlockingPool> blocking;
   detail::Metrics metrics;
 
-  // The policy and the reloadable options, one snapshot swapped as a whole (set_policy,
-  // set_config). A connection or request takes it once and keeps what it took.
-  struct ConfigSnapshot {
-    std::shared_ptr<const PolicyView> policy;  // null until set_policy: fail closed
-    RuntimeOptions runtime;
-  };
-  mutable std::mutex policy_mu;
-  std::shared_ptr<const ConfigSnapshot> config;  // never null after create()
-  std::shared_ptr<const ConfigSnapshot> current_config() const {
-    std::lock_guard lk(policy_mu);
-    return config;
-  }
+  // The policy and the reloadable options, one snapshot swapped as a whole (set_config), and
+  // read by the DNS responder too (gateway/config.h). A connection or request takes it once
+  // and keeps what it took.
+  using ConfigSnapshot = GatewayConfig;
+  std::shared_ptr<ConfigSource> config;  // never null after create()
+  std::shared_ptr<const ConfigSnapshot> current_config() const { return config->current(); }
   std::shared_ptr<const PolicyView> current_policy() const {
     auto c = current_config();
     // Shares the snapshot's ownership: one reference count for both.

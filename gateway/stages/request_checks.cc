@@ -170,16 +170,6 @@ std::optional<HostPort> parse_host_port(std::string_view a) {
   return hp;
 }
 
-std::optional<Rejection> check_tunnel_sni(std::string_view connect_host,
-                                          const std::optional<std::string>& sni) {
-  if (!sni) return Rejection{403, "no_sni", "no SNI in the ClientHello inside the CONNECT tunnel"};
-  if (*sni != connect_host) {
-    return Rejection{403, "connect_sni_mismatch",
-                     "SNI " + *sni + " differs from the CONNECT host " + std::string(connect_host)};
-  }
-  return std::nullopt;
-}
-
 RequestVerdict check_request(const RequestHead& head, const ChannelFacts& facts,
                              const StageLimits& limits_in) {
   // Configuration may lower the limits, never raise them above the hard ceilings.

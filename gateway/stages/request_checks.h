@@ -101,11 +101,6 @@ struct RequestVerdict {
 RequestVerdict check_request(const RequestHead& head, const ChannelFacts& facts,
                              const StageLimits& limits = {});
 
-// Connection-level check for the explicit proxy (threat 6): the SNI of the ClientHello inside
-// a CONNECT tunnel must equal the CONNECT host. Returns the refusal, or nullopt when equal.
-std::optional<Rejection> check_tunnel_sni(std::string_view connect_host,
-                                          const std::optional<std::string>& sni);
-
 struct HostPort {
   std::string host;              // canonical
   std::optional<uint16_t> port;  // when the authority had one

@@ -160,7 +160,7 @@ check "the upstream saw the request from the gateway" grep -q '"path":"/hello"' 
 check "curl to a denied name fails (NXDOMAIN)" test "$(curl_sb https://api.denied.test/)" = 000
 check "  ... and at a hard-coded address, refused at the SNI" \
   test "$(curl_sb --resolve api.denied.test:443:198.51.100.10 https://api.denied.test/)" = 000
-check "  ... and the audit says why" audit_has '"sni_not_allowed"' "$sb"
+check "  ... and the audit says why" audit_has '"no_destination"' "$sb"
 
 # ---- DNS ---------------------------------------------------------------------------------------
 dig_sb() { in_sb dig +tries=1 +time=3 "$@" | sed -n 's/.*status: \([A-Z]*\),.*/\1/p'; }

@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 #include <csignal>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -23,12 +22,10 @@
 namespace cordon::gateway {
 namespace {
 
-using testing::FakeCerts;
 using testing::FakeCredentials;
 using testing::FakePolicy;
 using testing::FakeSandboxes;
 using testing::FakeUpstream;
-using testing::MemoryAudit;
 
 constexpr const char* kSecret = "ghp_TRANSPARENT_SECRET_42";
 
@@ -53,7 +50,7 @@ bool in_netns(const std::string& ns, F body) {
   return back;
 }
 
-class TransparentE2E : public ::testing::Test {
+class TransparentE2E : public e2e::GatewayFixture {
  protected:
   void SetUp() override {
     std::signal(SIGPIPE, SIG_IGN);
@@ -65,8 +62,7 @@ class TransparentE2E : public ::testing::Test {
     sb = "cgw-sb-" + id;
     gw = "cgw-gw-" + id;
     inet = "cgw-in-" + id;
-    char tmpl[] = "/tmp/cordon-gw-tp-XXXXXX";
-    tmp = mkdtemp(tmpl);
+    ASSERT_NO_FATAL_FAILURE(make_tmp("cordon-gw-tp"));
     created = true;
     // sandbox (192.0.2.2) <-> gateway (192.0.2.1 | 198.51.100.1) <-> internet (198.51.100.10)
     const std::string cmds[] = {
@@ -92,16 +88,12 @@ class TransparentE2E : public ::testing::Test {
     };
     for (const auto& c : cmds) ASSERT_EQ(sh(c), 0) << c;
 
-    certs = std::make_shared<FakeCerts>();
-    gateway_ca = tmp + "/gateway-ca.pem";
-    certs->ca().write_pem(gateway_ca);
+    make_certs();
     ASSERT_TRUE(in_netns(inet, [&] {
-      upstream = std::make_unique<FakeUpstream>(
-          std::vector<std::string>{"api.test", "paste.test", "pt.test"}, true, 443, true);
+      use_upstream(std::make_unique<FakeUpstream>(
+          std::vector<std::string>{"api.test", "paste.test", "pt.test"}, true, 443, true));
       plain = std::make_unique<FakeUpstream>(std::vector<std::string>{}, false, 80, true);
     }));
-    upstream_ca = tmp + "/upstream-ca.pem";
-    upstream->ca().write_pem(upstream_ca);
 
     CredentialSpec gh{"github", "github-pat", "Authorization", "Bearer {secret}",
                       TokenMode::kOptional};
@@ -127,20 +119,13 @@ class TransparentE2E : public ::testing::Test {
     sandboxes->add("sbx", "unused", "default", "192.0.2.2");
     creds = std::make_shared<FakeCredentials>();
     creds->put_secret("github-pat", kSecret);
-    audit = std::make_shared<MemoryAudit>();
 
-    GatewayOptions opts;
-    opts.threads = 2;
-    opts.system_trust_store = false;
-    opts.upstream_ca_files = {upstream_ca};
+    GatewayOptions opts = loopback_options(2);
     opts.resolve = {{"api.test", "198.51.100.10"},
                     {"paste.test", "198.51.100.10"},
                     {"plain.test", "198.51.100.10"},
                     {"pt.test", "198.51.100.10"}};
-    auto g = Gateway::create(opts, {certs, sandboxes, creds, audit});
-    ASSERT_TRUE(g) << g.error().message;
-    gateway = std::move(*g);
-    gateway->set_policy(policy);
+    ASSERT_NO_FATAL_FAILURE(create_gateway(opts, {certs, sandboxes, creds, audit}, policy));
     Result<uint16_t> port = fail("not run");
     // The listener and the io threads are created inside the gateway namespace.
     ASSERT_TRUE(in_netns(gw, [&] {
@@ -163,14 +148,12 @@ class TransparentE2E : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (gateway) gateway->stop(500);
-    gateway.reset();
-    upstream.reset();
+    stop_gateway();
     plain.reset();
     if (created) {
       for (const auto& ns : {sb, gw, inet}) sh("ip netns del " + ns);
     }
-    if (!tmp.empty()) std::filesystem::remove_all(tmp);
+    GatewayFixture::TearDown();
   }
 
   e2e::CurlResult sandbox_curl(std::vector<std::string> args) {
@@ -185,22 +168,15 @@ class TransparentE2E : public ::testing::Test {
     return e2e::run_curl_with(wrapper, all, tmp);
   }
   std::vector<AuditRecord> with_reason(const std::string& r) {
-    std::vector<AuditRecord> out;
-    for (auto& a : audit->records()) {
-      if (a.reason == r) out.push_back(a);
-    }
-    return out;
+    return e2e::records_where(*audit, [&](const AuditRecord& a) { return a.reason == r; });
   }
 
   bool created = false;
-  std::string sb, gw, inet, tmp, gateway_ca, upstream_ca;
-  std::unique_ptr<FakeUpstream> upstream, plain;
-  std::shared_ptr<FakeCerts> certs;
+  std::string sb, gw, inet;
+  std::unique_ptr<FakeUpstream> plain;
   std::shared_ptr<FakePolicy> policy;
   std::shared_ptr<FakeSandboxes> sandboxes;
   std::shared_ptr<FakeCredentials> creds;
-  std::shared_ptr<MemoryAudit> audit;
-  std::unique_ptr<Gateway> gateway;
 };
 
 TEST_F(TransparentE2E, InterceptsTlsToAnyAddressAndResolvesItself) {
@@ -224,7 +200,7 @@ TEST_F(TransparentE2E, SniNotInProfileOrMissingIsRefused) {
   EXPECT_NE(r.exit_code, 0);
   r = sandbox_curl({"https://203.0.113.7/"});  // IP literal: no SNI
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(with_reason("sni_not_allowed").size(), 1u);
+  EXPECT_EQ(with_reason("no_destination").size(), 1u);  // as the explicit proxy names it
   EXPECT_EQ(with_reason("no_sni").size(), 1u);
   EXPECT_TRUE(upstream->heads().empty());
 }
