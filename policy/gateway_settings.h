@@ -58,7 +58,9 @@ enum class GatewaySetting : std::uint8_t {
   kH2MaxContinuationFrames,
   kH2MaxSettingsEntries,
   kH2MaxOutboundAcks,
-  // gateway.http2.<budget>: {burst, per_second}
+  // gateway.http2.<budget>: {burst, per_second}: a token bucket per connection, full at the
+  // start; per_second is at least 1 (0 would read as unlimited in common/token_bucket.h, and a
+  // flood budget is never switched off).
   kH2ResetsBurst,
   kH2ResetsPerSecond,
   kH2SettingsBurst,

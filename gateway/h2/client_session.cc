@@ -3,12 +3,13 @@
 #include <nghttp2/nghttp2.h>
 
 #include <algorithm>
-#include <cstring>
-#include <new>
 
+#include "gateway/h2/detail/nghttp2_glue.h"
 #include "gateway/h2/server_session.h"
 
 namespace cordon::gateway::h2 {
+
+using glue::make_nv;
 
 namespace {
 
@@ -16,22 +17,12 @@ H2ClientSession* self(void* user_data) {
   return static_cast<H2ClientSession*>(user_data);
 }
 
-nghttp2_nv make_nv(const std::string& name, const std::string& value, bool never_index) {
-  // nghttp2 copies names and values (no NO_COPY flags) before the submit call returns.
-  return {reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
-          reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
-          static_cast<uint8_t>(never_index ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE)};
-}
-
 }  // namespace
 
 struct H2ClientSession::Callbacks {
   static int on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* ud) {
     H2UpstreamStream* st = self(ud)->stream(frame->hd.stream_id);
-    if (!st) return 0;
-    st->fields.clear();
-    st->field_bytes = st->field_count = 0;
-    st->oversize = false;
+    if (st) glue::begin_field_block(*st);
     return 0;
   }
 
@@ -42,27 +33,16 @@ struct H2ClientSession::Callbacks {
     H2UpstreamStream* st = s->stream(frame->hd.stream_id);
     if (!st) return 0;
     // The same caps as for a sandbox's requests: the upstream is untrusted too.
-    st->field_bytes += namelen + valuelen + 32;
-    st->field_count++;
-    const H2Limits& l = s->limits_;
-    if (st->field_bytes > l.max_header_list_bytes || st->field_count > l.max_header_count) {
-      st->oversize = true;
-      st->fields.clear();
-      if (st->field_bytes > H2Limits::kBombFactor * l.max_header_list_bytes ||
-          st->field_count > H2Limits::kBombFactor * l.max_header_count) {
+    switch (glue::count_field(*st, namelen, valuelen, s->limits_)) {
+      case glue::FieldCap::kBomb:
         s->terminate(kEnhanceYourCalm, "upstream_hpack_bomb");
-      }
-      return 0;
+        return 0;
+      case glue::FieldCap::kOversize:
+        return 0;
+      case glue::FieldCap::kKeep:
+        break;
     }
-    std::string n(reinterpret_cast<const char*>(name), namelen);
-    if ((flags & NGHTTP2_NV_FLAG_NO_INDEX) && n.front() != ':' &&
-        st->never_indexed.size() < l.max_header_count &&
-        std::find(st->never_indexed.begin(), st->never_indexed.end(), n) ==
-            st->never_indexed.end()) {
-      st->never_indexed.push_back(n);
-    }
-    st->fields.push_back(
-        Header{std::move(n), std::string(reinterpret_cast<const char*>(value), valuelen)});
+    glue::keep_field(*st, name, namelen, value, valuelen, flags, s->limits_);
     return 0;
   }
 
@@ -143,10 +123,7 @@ struct H2ClientSession::Callbacks {
     auto* s = self(ud);
     H2UpstreamStream* st = s->stream(id);
     if (!st) return 0;
-    st->closed = true;
-    st->close_error = error_code;
-    st->body_out.clear();
-    st->out_pos = 0;
+    glue::mark_closed(*st, error_code);
     s->emit(H2UpstreamEventKind::kClosed, id);
     return 0;
   }
@@ -156,71 +133,29 @@ struct H2ClientSession::Callbacks {
     auto* s = self(ud);
     H2UpstreamStream* st = s->stream(id);
     if (!st) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    size_t n = std::min(length, st->buffered_out());
-    if (n > 0) {
-      std::memcpy(buf, st->body_out.data() + st->out_pos, n);
-      st->out_pos += n;
-      st->sent += n;
-      if (st->out_pos == st->body_out.size()) {
-        st->body_out.clear();
-        st->out_pos = 0;
-      } else if (st->out_pos > 64 * 1024) {
-        st->body_out.erase(0, st->out_pos);
-        st->out_pos = 0;
-      }
-      s->emit(H2UpstreamEventKind::kSent, id);
-    }
-    if (st->buffered_out() == 0 && st->out_end) {
-      *flags |= NGHTTP2_DATA_FLAG_EOF;
-      if (!st->trailers_out.empty()) {
-        std::vector<nghttp2_nv> nva;
-        nva.reserve(st->trailers_out.size());
-        for (auto& h : st->trailers_out) nva.push_back(make_nv(h.name, h.value, false));
-        if (nghttp2_submit_trailer(session, id, nva.data(), nva.size()) == 0) {
-          *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
-        }
-      }
-      return static_cast<ssize_t>(n);
-    }
-    if (n == 0) {
-      st->out_deferred = true;
-      return NGHTTP2_ERR_DEFERRED;
-    }
-    return static_cast<ssize_t>(n);
+    size_t n = glue::take_out_body(*st, buf, length);
+    if (n > 0) s->emit(H2UpstreamEventKind::kSent, id);
+    return glue::finish_read(session, id, *st, n, flags);
   }
 };
 
 H2ClientSession::H2ClientSession(const H2Limits& limits) : limits_(limits.clamped()) {
-  nghttp2_session_callbacks* cbs = nullptr;
-  nghttp2_session_callbacks_new(&cbs);
-  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, &Callbacks::on_begin_headers);
-  nghttp2_session_callbacks_set_on_header_callback(cbs, &Callbacks::on_header);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &Callbacks::on_frame_recv);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, &Callbacks::on_data_chunk_recv);
-  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, &Callbacks::on_stream_close);
-  nghttp2_option* opt = nullptr;
-  nghttp2_option_new(&opt);
+  glue::SessionSetup setup;
+  setup.on_begin_headers = &Callbacks::on_begin_headers;
+  setup.on_header = &Callbacks::on_header;
+  setup.on_frame_recv = &Callbacks::on_frame_recv;
+  setup.on_data_chunk_recv = &Callbacks::on_data_chunk_recv;
+  setup.on_stream_close = &Callbacks::on_stream_close;
+  setup.peer_max_concurrent_streams = limits_.max_concurrent_streams;
   // The upstream's window reopens only as the sandbox takes the bytes (bounded buffering).
-  nghttp2_option_set_no_auto_window_update(opt, 1);
-  nghttp2_option_set_peer_max_concurrent_streams(opt, limits_.max_concurrent_streams);
-  nghttp2_option_set_max_settings(opt, limits_.max_settings_entries);
-  nghttp2_option_set_max_outbound_ack(opt, limits_.max_outbound_acks);
-  nghttp2_option_set_max_continuations(opt, limits_.max_continuation_frames + 1);
-  nghttp2_session_client_new2(&session_, cbs, this, opt);
-  nghttp2_option_del(opt);
-  nghttp2_session_callbacks_del(cbs);
-  if (!session_) throw std::bad_alloc();  // nghttp2 fails here only when out of memory
-
-  nghttp2_settings_entry iv[] = {
+  setup.settings = {
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE,
        static_cast<uint32_t>(limits_.stream_response_buffer_bytes)},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<uint32_t>(limits_.max_header_list_bytes)},
   };
-  nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
-  nghttp2_session_set_local_window_size(
-      session_, NGHTTP2_FLAG_NONE, 0,
-      static_cast<int32_t>(limits_.connection_response_buffer_bytes));
+  setup.connection_window = static_cast<int32_t>(limits_.connection_response_buffer_bytes);
+  session_ = glue::new_session(setup, limits_, this);
 }
 
 H2ClientSession::~H2ClientSession() {
@@ -248,18 +183,9 @@ bool H2ClientSession::receive(const uint8_t* data, size_t len) {
 }
 
 void H2ClientSession::produce(std::string& out, size_t max_bytes) {
-  if (failed_) return;
-  while (out.size() < max_bytes) {
-    const uint8_t* p = nullptr;
-    ssize_t n = nghttp2_session_mem_send(session_, &p);
-    if (n < 0) {
-      failed_ = true;
-      if (end_reason_.empty()) end_reason_ = "upstream_h2_send_error";
-      return;
-    }
-    if (n == 0) return;
-    out.append(reinterpret_cast<const char*>(p), static_cast<size_t>(n));
-  }
+  if (failed_ || glue::produce_frames(session_, out, max_bytes)) return;
+  failed_ = true;
+  if (end_reason_.empty()) end_reason_ = "upstream_h2_send_error";
 }
 
 bool H2ClientSession::want_write() const {
@@ -306,21 +232,11 @@ void H2ClientSession::send_data(int32_t id, std::string_view data) {
   H2UpstreamStream* st = stream(id);
   if (!st || st->closed || st->out_end || data.empty()) return;
   st->body_out.append(data);
-  if (st->out_deferred) {
-    st->out_deferred = false;
-    nghttp2_session_resume_data(session_, id);
-  }
+  glue::resume_out_body(session_, id, *st);
 }
 
 void H2ClientSession::finish_request(int32_t id, HeaderList trailers) {
-  H2UpstreamStream* st = stream(id);
-  if (!st || st->closed || st->out_end) return;
-  st->out_end = true;
-  st->trailers_out = std::move(trailers);
-  if (st->out_deferred) {
-    st->out_deferred = false;
-    nghttp2_session_resume_data(session_, id);
-  }
+  if (H2UpstreamStream* st = stream(id)) glue::end_out_body(session_, id, *st, std::move(trailers));
 }
 
 void H2ClientSession::consume(int32_t id, size_t n) {
@@ -343,10 +259,7 @@ void H2ClientSession::forget(int32_t id) {
   if (it == streams_.end()) return;
   H2UpstreamStream& st = *it->second;
   if (!st.closed) nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, kCancel);
-  // Bytes received and never credited still hold the connection window.
-  if (st.received > st.consumed) {
-    nghttp2_session_consume_connection(session_, st.received - st.consumed);
-  }
+  glue::release_connection_window(session_, st.received, st.consumed);
   streams_.erase(it);
 }
 

@@ -13,6 +13,7 @@
 #include "gateway/detail/tunnel.h"
 #include "gateway/h2/connection_state.h"
 #include "gateway/h2/translate.h"
+#include "gateway/stages/body_relay.h"
 
 namespace cordon::gateway::detail {
 
@@ -142,13 +143,14 @@ awaitable<bool> check_stream(H2Conn& c, StreamJob& job) {
   job.rec.request_id = make_request_id();
   job.rec.method = st->head.method;
   job.head = h2::to_http1_request(st->head);
-  job.policy = impl.current_policy();
-  if (!job.policy) {
+  job.cfg = impl.current_config();
+  if (!job.cfg->policy) {
     answer_error(c, t.id, job.rec, 503, "not_ready", "", "policy_not_loaded", job.t0);
     co_return false;
   }
-  job.v = co_await evaluate_request_off_io(impl, *job.policy, c.facts, job.head);
+  job.v = co_await evaluate_request_off_io(impl, *job.cfg, c.facts, job.head);
   const Verdict& v = job.v;
+  remember_secrets(c.secrets, v.scrub_values);
   job.rec.host = v.host;
   job.rec.path = v.canonical_path;
   job.rec.destination = v.decision.destination;
@@ -241,7 +243,9 @@ void audit_rejected(H2Conn& c, H2Stream& st) {
 void wake_total_waiters(H2Conn& c) {
   if (c.sess.buffered_out_total() >= c.limits.connection_response_buffer_bytes) return;
   for (auto& [id, t] : c.tasks) {
-    if (t->waiting_total) t->down.notify();
+    if (!t->waiting_total) continue;
+    t->down.notify();
+    if (t->scrub_body) t->up.notify();  // its pump (stream_h2.cc) waits on `up`
   }
 }
 

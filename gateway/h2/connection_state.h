@@ -51,6 +51,10 @@ struct StreamTask {
   std::shared_ptr<UpstreamH2> link;
   int32_t up_id = -1;
   uint64_t credited_down = 0;
+  // The response body goes through the scrubber: the upstream is credited as the scrubber
+  // takes its bytes (what reaches the client differs: held back, decoded), not as the client
+  // takes them; the stream's pump waits for client room instead.
+  bool scrub_body = false;
 };
 
 struct H2Conn;
@@ -100,6 +104,9 @@ struct H2Conn {
   bool write_failed = false;
   std::unordered_map<int32_t, std::shared_ptr<StreamTask>> tasks;
   size_t live_tasks = 0;
+  // Every secret injected on this connection (bounded, remember_secrets): an upstream may echo
+  // one stream's credential in another stream's body.
+  std::vector<std::string> secrets;
   // h2 upstream connections: the one new streams use, all that still run, and the gate that
   // lets one stream connect while the others wait for it.
   std::shared_ptr<UpstreamH2> link;
@@ -113,7 +120,7 @@ struct StreamJob {
   std::shared_ptr<StreamTask> t;
   MessageHead head;
   Verdict v;
-  std::shared_ptr<const PolicyView> policy;
+  std::shared_ptr<const GatewayConfig> cfg;  // the one snapshot this stream is decided under
   AuditRecord rec;
   Clock::time_point t0;
 };

@@ -1,30 +1,22 @@
 #include "gateway/h2/flood_guard.h"
 
-#include <algorithm>
+#include <chrono>
 
 namespace cordon::gateway::h2 {
 
-TokenBucket::TokenBucket(RateBudget budget) : budget_(budget), tokens_(budget.burst) {}
+namespace {
 
-bool TokenBucket::take(uint64_t now_ms) {
-  if (!started_) {
-    started_ = true;
-    last_ms_ = now_ms;
-  }
-  if (now_ms > last_ms_) {
-    tokens_ = std::min<double>(budget_.burst, tokens_ + static_cast<double>(now_ms - last_ms_) *
-                                                            budget_.per_second / 1000.0);
-    last_ms_ = now_ms;
-  }
-  ++taken_;
-  if (tokens_ < 1.0) return false;
-  tokens_ -= 1.0;
-  return true;
+// The buckets start full at the steady clock's epoch: the first take() refills to the burst,
+// which it already holds, so when the connection starts does not matter.
+TokenBucket bucket_for(RateBudget b) {
+  return TokenBucket(b.per_second, b.burst, TokenBucket::Clock::time_point{});
 }
 
-void TokenBucket::credit(uint32_t n) {
-  tokens_ = std::min<double>(budget_.burst, tokens_ + n);
+TokenBucket::Clock::time_point at(uint64_t now_ms) {
+  return TokenBucket::Clock::time_point(std::chrono::milliseconds(now_ms));
 }
+
+}  // namespace
 
 std::string_view to_string(FloodKind kind) {
   switch (kind) {
@@ -45,23 +37,20 @@ std::string_view to_string(FloodKind kind) {
 }
 
 FloodGuard::FloodGuard(const H2Limits& limits)
-    : limits_(limits), buckets_{TokenBucket(limits.resets),
-                                TokenBucket(limits.settings),
-                                TokenBucket(limits.pings),
-                                TokenBucket(limits.priority),
-                                TokenBucket(limits.window_updates),
-                                TokenBucket(limits.empty_frames)} {}
-
-TokenBucket& FloodGuard::bucket(FloodKind kind) {
-  return buckets_[static_cast<int>(kind)];
-}
+    : limits_(limits), buckets_{bucket_for(limits.resets),
+                                bucket_for(limits.settings),
+                                bucket_for(limits.pings),
+                                bucket_for(limits.priority),
+                                bucket_for(limits.window_updates),
+                                bucket_for(limits.empty_frames)} {}
 
 bool FloodGuard::count(FloodKind kind, uint64_t now_ms) {
-  return bucket(kind).take(now_ms);
+  ++counted_[static_cast<int>(kind)];
+  return bucket(kind).take(at(now_ms));
 }
 
 uint64_t FloodGuard::counted(FloodKind kind) const {
-  return buckets_[static_cast<int>(kind)].taken();
+  return counted_[static_cast<int>(kind)];
 }
 
 bool FloodGuard::begin_header_block(size_t payload_bytes, uint64_t now_ms) {

@@ -2,32 +2,21 @@
 // request: resets (rapid reset, CVE-2023-44487, and the resets it provokes, CVE-2025-8671),
 // SETTINGS, PING, PRIORITY, WINDOW_UPDATE and empty frames, and the size of the header block
 // being received (CONTINUATION flood). Pure: time comes in as milliseconds from the caller.
+//
+// Each budget (RateBudget) is a cordon::TokenBucket (common/token_bucket.h), full at the start.
+// Rule for per_second: there, 0 means unlimited; a flood budget must never be switched off, so
+// here per_second is at least 1: the rules and validate() refuse 0 and H2Limits::clamped()
+// raises it to 1 (FloodGuard is built from clamped limits by the server session).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
+#include "common/token_bucket.h"
 #include "gateway/h2/limits.h"
 
 namespace cordon::gateway::h2 {
-
-// A token bucket (RateBudget): take() is false once the burst is spent faster than it refills.
-class TokenBucket {
- public:
-  explicit TokenBucket(RateBudget budget = {});
-  bool take(uint64_t now_ms);
-  // Gives back `n` tokens (never above the burst).
-  void credit(uint32_t n);
-  uint64_t taken() const { return taken_; }
-
- private:
-  RateBudget budget_;
-  double tokens_ = 0;
-  uint64_t last_ms_ = 0;
-  bool started_ = false;
-  uint64_t taken_ = 0;
-};
 
 enum class FloodKind { kReset, kSettings, kPing, kPriority, kWindowUpdate, kEmptyFrame };
 std::string_view to_string(FloodKind kind);
@@ -53,9 +42,11 @@ class FloodGuard {
   uint64_t header_block_started_ms() const { return block_started_ms_; }
 
  private:
-  TokenBucket& bucket(FloodKind kind);
+  static constexpr int kKinds = 6;
+  TokenBucket& bucket(FloodKind kind) { return buckets_[static_cast<int>(kind)]; }
   const H2Limits limits_;
-  TokenBucket buckets_[6];
+  TokenBucket buckets_[kKinds];
+  uint64_t counted_[kKinds] = {};
   bool block_open_ = false;
   size_t block_bytes_ = 0;
   uint32_t block_frames_ = 0;

@@ -5,24 +5,42 @@
 namespace cordon::gateway::h2 {
 namespace {
 
-TEST(H2FloodGuard, BucketAllowsBurstThenRefills) {
-  TokenBucket b({3, 10});
-  EXPECT_TRUE(b.take(0));
-  EXPECT_TRUE(b.take(0));
-  EXPECT_TRUE(b.take(0));
-  EXPECT_FALSE(b.take(0));
-  EXPECT_FALSE(b.take(50));  // half a token
-  EXPECT_TRUE(b.take(200));  // 100 ms = 1 token since the last take
-  EXPECT_EQ(b.taken(), 6u);
-  EXPECT_TRUE(b.take(200));  // the half token from 50 ms made a whole one
-  EXPECT_FALSE(b.take(200));
-  b.credit(2);
-  EXPECT_TRUE(b.take(200));
-  EXPECT_TRUE(b.take(200));
-  EXPECT_FALSE(b.take(200));
-  b.credit(100);  // capped at the burst
-  EXPECT_TRUE(b.take(200) && b.take(200) && b.take(200));
-  EXPECT_FALSE(b.take(200));
+TEST(H2FloodGuard, BudgetAllowsBurstThenRefills) {
+  H2Limits l;
+  l.pings = {3, 10};
+  FloodGuard g(l);
+  auto take = [&](uint64_t ms) { return g.count(FloodKind::kPing, ms); };
+  // Steady-clock milliseconds are large: the bucket starts full whenever the connection does.
+  const uint64_t t = 5'000'000;
+  EXPECT_TRUE(take(t));
+  EXPECT_TRUE(take(t));
+  EXPECT_TRUE(take(t));
+  EXPECT_FALSE(take(t));
+  EXPECT_FALSE(take(t + 50));  // half a token
+  EXPECT_TRUE(take(t + 200));  // 150 ms more: 2 tokens
+  EXPECT_EQ(g.counted(FloodKind::kPing), 6u);
+  EXPECT_TRUE(take(t + 200));  // the half token from t + 50 made a whole one
+  EXPECT_FALSE(take(t + 200));
+  g.credit(FloodKind::kPing, 2);
+  EXPECT_TRUE(take(t + 200));
+  EXPECT_TRUE(take(t + 200));
+  EXPECT_FALSE(take(t + 200));
+  g.credit(FloodKind::kPing, 100);  // capped at the burst
+  EXPECT_TRUE(take(t + 200) && take(t + 200) && take(t + 200));
+  EXPECT_FALSE(take(t + 200));
+}
+
+TEST(H2FloodGuard, ZeroRateIsRaisedNeverUnlimited) {
+  H2Limits l;
+  l.resets = {4, 0};
+  H2Limits c = l.clamped();
+  EXPECT_EQ(c.resets.per_second, 1u);
+  FloodGuard g(c);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(g.count(FloodKind::kReset, 0));
+  EXPECT_FALSE(g.count(FloodKind::kReset, 0));
+  EXPECT_FALSE(g.count(FloodKind::kReset, 500));
+  EXPECT_TRUE(g.count(FloodKind::kReset, 1000));
+  EXPECT_FALSE(validate(l));  // and the rules refuse 0 before it gets here
 }
 
 TEST(H2FloodGuard, EachKindHasItsOwnBudget) {

@@ -16,7 +16,8 @@
 namespace cordon::gateway::h2 {
 
 // A token bucket for one kind of frame or event: `burst` at once, refilled at `per_second`.
-// Over the budget the connection ends with GOAWAY(ENHANCE_YOUR_CALM).
+// Over the budget the connection ends with GOAWAY(ENHANCE_YOUR_CALM). per_second is at least 1
+// (clamped() raises 0): the bucket (common/token_bucket.h) would read 0 as unlimited.
 struct RateBudget {
   uint32_t burst = 0;
   uint32_t per_second = 0;
@@ -78,6 +79,9 @@ struct H2Limits {
     l.max_continuation_frames = std::clamp<uint32_t>(l.max_continuation_frames, 1, 1000);
     l.max_settings_entries = std::clamp<uint32_t>(l.max_settings_entries, 8, 64);
     l.max_outbound_acks = std::clamp<uint32_t>(l.max_outbound_acks, 4, 1000);
+    for (RateBudget* b :
+         {&l.resets, &l.settings, &l.pings, &l.priority, &l.window_updates, &l.empty_frames})
+      b->per_second = std::max<uint32_t>(b->per_second, 1);
     return l;
   }
 };

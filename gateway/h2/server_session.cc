@@ -3,7 +3,8 @@
 #include <nghttp2/nghttp2.h>
 
 #include <algorithm>
-#include <cstring>
+
+#include "gateway/h2/detail/nghttp2_glue.h"
 
 namespace cordon::gateway::h2 {
 
@@ -83,12 +84,8 @@ struct H2ServerSession::Callbacks {
       s->streams_[id] = std::move(st);
       return 0;
     }
-    if (H2Stream* st = s->stream(id)) {
-      // A second header block on a request stream: trailers.
-      st->fields.clear();
-      st->field_bytes = st->field_count = 0;
-      st->oversize = false;
-    }
+    // A second header block on a request stream: trailers.
+    if (H2Stream* st = s->stream(id)) glue::begin_field_block(*st);
     return 0;
   }
 
@@ -99,29 +96,16 @@ struct H2ServerSession::Callbacks {
     if (s->ended_) return 0;
     H2Stream* st = s->stream(frame->hd.stream_id);
     if (!st || st->rejected) return 0;
-    // RFC 9113 §6.5.2: each field costs its name, its value and 32 bytes.
-    st->field_bytes += namelen + valuelen + 32;
-    st->field_count++;
-    const H2Limits& l = s->limits_;
-    if (st->field_bytes > l.max_header_list_bytes || st->field_count > l.max_header_count) {
-      st->oversize = true;
-      st->fields.clear();
-      // Decoding goes on (the HPACK state must stay in step) but nothing is kept; far past
-      // the caps the block is a bomb, not a large request.
-      if (st->field_bytes > H2Limits::kBombFactor * l.max_header_list_bytes ||
-          st->field_count > H2Limits::kBombFactor * l.max_header_count) {
+    switch (glue::count_field(*st, namelen, valuelen, s->limits_)) {
+      case glue::FieldCap::kBomb:
         s->terminate(kEnhanceYourCalm, "hpack_bomb");
-      }
-      return 0;
+        return 0;
+      case glue::FieldCap::kOversize:  // answered 431 at the block's end
+        return 0;
+      case glue::FieldCap::kKeep:
+        break;
     }
-    std::string n(reinterpret_cast<const char*>(name), namelen);
-    if ((flags & NGHTTP2_NV_FLAG_NO_INDEX) && !n.empty() && n.front() != ':' &&
-        std::find(st->never_indexed.begin(), st->never_indexed.end(), n) ==
-            st->never_indexed.end()) {
-      st->never_indexed.push_back(n);  // bounded: at most one per field kept
-    }
-    st->fields.push_back(
-        Header{std::move(n), std::string(reinterpret_cast<const char*>(value), valuelen)});
+    glue::keep_field(*st, name, namelen, value, valuelen, flags, s->limits_);
     return 0;
   }
 
@@ -219,11 +203,8 @@ struct H2ServerSession::Callbacks {
     auto* s = self(ud);
     H2Stream* st = s->stream(id);
     if (!st) return 0;
-    st->closed = true;
-    st->close_error = error_code;
     s->buffered_out_total_ -= st->buffered_out();
-    st->body_out.clear();
-    st->out_pos = 0;
+    glue::mark_closed(*st, error_code);
     s->emit(H2EventKind::kClosed, id);
     return 0;
   }
@@ -246,82 +227,40 @@ struct H2ServerSession::Callbacks {
     auto* s = self(ud);
     H2Stream* st = s->stream(id);
     if (!st) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    size_t n = std::min(length, st->buffered_out());
+    size_t n = glue::take_out_body(*st, buf, length);
     if (n > 0) {
-      std::memcpy(buf, st->body_out.data() + st->out_pos, n);
-      st->out_pos += n;
-      st->sent += n;
       s->buffered_out_total_ -= n;
-      if (st->out_pos == st->body_out.size()) {
-        st->body_out.clear();
-        st->out_pos = 0;
-      } else if (st->out_pos > 64 * 1024) {
-        st->body_out.erase(0, st->out_pos);
-        st->out_pos = 0;
-      }
       s->emit(H2EventKind::kDrained, id);
     }
-    if (st->buffered_out() == 0 && st->out_end) {
-      *flags |= NGHTTP2_DATA_FLAG_EOF;
-      if (!st->trailers_out.empty()) {
-        std::vector<nghttp2_nv> nva;
-        nva.reserve(st->trailers_out.size());
-        for (auto& h : st->trailers_out) {
-          nva.push_back({reinterpret_cast<uint8_t*>(h.name.data()),
-                         reinterpret_cast<uint8_t*>(h.value.data()), h.name.size(), h.value.size(),
-                         NGHTTP2_NV_FLAG_NONE});
-        }
-        if (nghttp2_submit_trailer(session, id, nva.data(), nva.size()) == 0) {
-          *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
-        }
-      }
-      return static_cast<ssize_t>(n);
-    }
-    if (n == 0) {
-      st->out_deferred = true;
-      return NGHTTP2_ERR_DEFERRED;
-    }
-    return static_cast<ssize_t>(n);
+    return glue::finish_read(session, id, *st, n, flags);
   }
 };
 
 H2ServerSession::H2ServerSession(const H2Limits& limits)
     : limits_(limits.clamped()), flood_(limits_) {
-  nghttp2_session_callbacks* cbs = nullptr;
-  nghttp2_session_callbacks_new(&cbs);
-  nghttp2_session_callbacks_set_on_begin_frame_callback(cbs, &Callbacks::on_begin_frame);
-  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, &Callbacks::on_begin_headers);
-  nghttp2_session_callbacks_set_on_header_callback(cbs, &Callbacks::on_header);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &Callbacks::on_frame_recv);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, &Callbacks::on_data_chunk_recv);
-  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, &Callbacks::on_stream_close);
-  nghttp2_session_callbacks_set_on_frame_send_callback(cbs, &Callbacks::on_frame_send);
-  nghttp2_option* opt = nullptr;
-  nghttp2_option_new(&opt);
-  // The window reopens only as the upstream takes the bytes (bounded buffering).
-  nghttp2_option_set_no_auto_window_update(opt, 1);
+  glue::SessionSetup setup;
+  setup.server = true;
+  setup.on_begin_frame = &Callbacks::on_begin_frame;
+  setup.on_begin_headers = &Callbacks::on_begin_headers;
+  setup.on_header = &Callbacks::on_header;
+  setup.on_frame_recv = &Callbacks::on_frame_recv;
+  setup.on_data_chunk_recv = &Callbacks::on_data_chunk_recv;
+  setup.on_stream_close = &Callbacks::on_stream_close;
+  setup.on_frame_send = &Callbacks::on_frame_send;
   // Request validation is ours (request_headers.h), one implementation, tested and fuzzed.
-  nghttp2_option_set_no_http_messaging(opt, 1);
-  nghttp2_option_set_max_settings(opt, limits_.max_settings_entries);
-  nghttp2_option_set_max_outbound_ack(opt, limits_.max_outbound_acks);
-  // nghttp2's own guards, behind ours (they end the connection without our reason).
-  nghttp2_option_set_stream_reset_rate_limit(opt, 2ull * limits_.resets.burst,
-                                             2ull * limits_.resets.per_second);
-  nghttp2_option_set_max_continuations(opt, limits_.max_continuation_frames + 1);
-  nghttp2_session_server_new2(&session_, cbs, this, opt);
-  nghttp2_option_del(opt);
-  nghttp2_session_callbacks_del(cbs);
-  if (!session_) throw std::bad_alloc();  // nghttp2 fails here only when out of memory
-
-  nghttp2_settings_entry iv[] = {
+  setup.no_http_messaging = true;
+  // nghttp2's own reset guard, behind ours (it ends the connection without our reason).
+  setup.reset_burst = 2ull * limits_.resets.burst;
+  setup.reset_per_second = 2ull * limits_.resets.per_second;
+  // The window reopens only as the upstream takes the bytes (bounded buffering).
+  setup.settings = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limits_.max_concurrent_streams},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, limits_.stream_window_bytes},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<uint32_t>(limits_.max_header_list_bytes)},
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
   };
-  nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
-  nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
-                                        static_cast<int32_t>(limits_.connection_window_bytes));
+  setup.connection_window = static_cast<int32_t>(limits_.connection_window_bytes);
+  session_ = glue::new_session(setup, limits_, this);
 }
 
 H2ServerSession::~H2ServerSession() {
@@ -372,18 +311,9 @@ bool H2ServerSession::receive(const uint8_t* data, size_t len, uint64_t now_ms) 
 }
 
 void H2ServerSession::produce(std::string& out, size_t max_bytes) {
-  if (failed_) return;
-  while (out.size() < max_bytes) {
-    const uint8_t* p = nullptr;
-    ssize_t n = nghttp2_session_mem_send(session_, &p);
-    if (n < 0) {
-      failed_ = ended_ = true;
-      if (end_reason_.empty()) end_reason_ = "h2_send_error";
-      return;
-    }
-    if (n == 0) return;
-    out.append(reinterpret_cast<const char*>(p), static_cast<size_t>(n));
-  }
+  if (failed_ || glue::produce_frames(session_, out, max_bytes)) return;
+  failed_ = ended_ = true;
+  if (end_reason_.empty()) end_reason_ = "h2_send_error";
 }
 
 bool H2ServerSession::want_write() const {
@@ -425,21 +355,15 @@ bool H2ServerSession::respond(int32_t id, int status, const HeaderList& headers,
   H2Stream* st = stream(id);
   if (!st || st->closed || st->responded) return false;
   std::string status_text = std::to_string(status);
-  static const char kStatus[] = ":status";
+  static const std::string kStatus = ":status";
   std::vector<nghttp2_nv> nva;
   nva.reserve(headers.size() + 1);
-  nva.push_back({reinterpret_cast<uint8_t*>(const_cast<char*>(kStatus)),
-                 reinterpret_cast<uint8_t*>(status_text.data()), sizeof kStatus - 1,
-                 status_text.size(), NGHTTP2_NV_FLAG_NONE});
+  nva.push_back(glue::make_nv(kStatus, status_text, false));
   for (const auto& h : headers) {
     // A cookie the upstream sets is a session secret: no HPACK table keeps it.
     bool secret = h.name == "set-cookie" || std::find(never_indexed.begin(), never_indexed.end(),
                                                       h.name) != never_indexed.end();
-    // nghttp2 copies names and values (no NO_COPY flags) before this returns.
-    nva.push_back({reinterpret_cast<uint8_t*>(const_cast<char*>(h.name.data())),
-                   reinterpret_cast<uint8_t*>(const_cast<char*>(h.value.data())), h.name.size(),
-                   h.value.size(),
-                   static_cast<uint8_t>(secret ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE)});
+    nva.push_back(glue::make_nv(h.name, h.value, secret));
   }
   nghttp2_data_provider provider{};
   provider.read_callback = &Callbacks::read_body;
@@ -456,21 +380,11 @@ void H2ServerSession::send_data(int32_t id, std::string_view data) {
   if (!st || st->closed || st->out_end || data.empty()) return;
   st->body_out.append(data);
   buffered_out_total_ += data.size();
-  if (st->out_deferred) {
-    st->out_deferred = false;
-    nghttp2_session_resume_data(session_, id);
-  }
+  glue::resume_out_body(session_, id, *st);
 }
 
 void H2ServerSession::finish_response(int32_t id, HeaderList trailers) {
-  H2Stream* st = stream(id);
-  if (!st || st->closed || st->out_end) return;
-  st->out_end = true;
-  st->trailers_out = std::move(trailers);
-  if (st->out_deferred) {
-    st->out_deferred = false;
-    nghttp2_session_resume_data(session_, id);
-  }
+  if (H2Stream* st = stream(id)) glue::end_out_body(session_, id, *st, std::move(trailers));
 }
 
 void H2ServerSession::reset(int32_t id, uint32_t code) {
@@ -492,10 +406,7 @@ void H2ServerSession::forget(int32_t id) {
   if (it == streams_.end()) return;
   H2Stream& st = *it->second;
   buffered_out_total_ -= st.buffered_out();
-  // Bytes received and never credited still hold the connection window.
-  if (st.received > st.consumed) {
-    nghttp2_session_consume_connection(session_, st.received - st.consumed);
-  }
+  glue::release_connection_window(session_, st.received, st.consumed);
   streams_.erase(it);
 }
 

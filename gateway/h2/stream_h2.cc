@@ -4,6 +4,15 @@
 // direction buffers at most one window per stream and per connection); resets propagated both
 // ways (a client reset cancels the upstream stream; an upstream reset is relayed and counted
 // against the client's reset budget); trailers relayed (grpc-status), scrubbed like headers.
+//
+// Response bodies of destinations with `scrub_response_body` go through ScrubbingBodyRelay
+// (gateway/stages/body_relay.h) as on HTTP/1.1: secrets overwritten with a bounded hold-back,
+// gzip/deflate decoded in bounded steps and sent decoded, other codings refused (502). Such a
+// stream credits the upstream as the relay takes its bytes (held-back bytes count as taken;
+// compressed ones once decoded) and feeds the relay only while the client's buffers have room,
+// so the buffering stays one upstream window plus one response buffer per stream.
+#include <algorithm>
+#include <optional>
 #include <utility>
 
 #include <boost/asio/co_spawn.hpp>
@@ -15,6 +24,7 @@
 #include "gateway/detail/upstream_connector.h"
 #include "gateway/h2/connection_state.h"
 #include "gateway/h2/translate.h"
+#include "gateway/stages/body_relay.h"
 
 namespace cordon::gateway::detail {
 
@@ -131,13 +141,150 @@ awaitable<void> link_writer(H2Conn& c, std::shared_ptr<UpstreamH2> l) {
   link_coroutine_done(c, *l);
 }
 
+// gRPC and Connect streaming bodies are length-prefixed messages (flag byte, 4-byte length)
+// that the client acts on one by one: the scrubber's hold-back is released at each message's
+// end, or a bidi stream would stall on bytes held until the next message. A secret is still
+// found split anywhere inside a message.
+struct EnvelopeCursor {
+  bool on = false;
+  uint8_t header[5] = {};
+  size_t header_have = 0;
+  uint64_t body_left = 0;
+
+  // How many bytes of `in` reach the end of the current message (`at_end`), or all of them.
+  size_t next_cut(std::string_view in, bool& at_end) {
+    size_t pos = 0;
+    at_end = false;
+    while (pos < in.size()) {
+      if (header_have < sizeof header) {
+        header[header_have++] = static_cast<uint8_t>(in[pos++]);
+        if (header_have < sizeof header) continue;
+        body_left = uint64_t{header[1]} << 24 | uint64_t{header[2]} << 16 |
+                    uint64_t{header[3]} << 8 | header[4];
+      } else {
+        size_t take = static_cast<size_t>(std::min<uint64_t>(body_left, in.size() - pos));
+        pos += take;
+        body_left -= take;
+      }
+      if (body_left == 0) {
+        header_have = 0;
+        at_end = true;
+        return pos;
+      }
+    }
+    return pos;
+  }
+};
+
+bool enveloped(const HeaderList& headers) {
+  for (const auto& h : headers) {
+    if (!ascii_iequals(h.name, "content-type")) continue;
+    std::string_view v = h.value;
+    auto starts = [&](std::string_view p) {
+      return v.size() >= p.size() && ascii_iequals(v.substr(0, p.size()), p);
+    };
+    return starts("application/grpc") || starts("application/connect+");
+  }
+  return false;
+}
+
 // Progress of one stream on a link.
 struct H2Pump {
   bool request_done = false;
   bool head_sent = false;
   bool complete = false;
   uint64_t bytes_up = 0, bytes_down = 0;
+  // Scrubbed response body: the relay, upstream bytes fed to it and credited back, its output.
+  std::optional<ScrubbingBodyRelay> scrub;
+  bool scrub_finished = false;
+  uint64_t raw_fed = 0, raw_credited = 0;
+  EnvelopeCursor envelopes;  // gRPC / Connect streaming, identity coding
+  std::string scrubbed;
+  std::string fail;  // why the gateway ends the stream ("" = it does not)
 };
+
+bool has_body(const std::string& method, int status) {
+  return method != "HEAD" && status != 204 && status != 304;
+}
+
+// Whether the client's buffers can take more of this stream's response.
+bool client_room(H2Conn& c, StreamTask& t) {
+  H2Stream* cs = c.sess.stream(t.id);
+  if (!cs || cs->closed) return false;
+  t.waiting_total = c.sess.buffered_out_total() >= c.limits.connection_response_buffer_bytes;
+  return cs->buffered_out() < c.limits.stream_response_buffer_bytes && !t.waiting_total;
+}
+
+// Sets up the scrubber for a response head about to be relayed; the head loses
+// Content-Encoding and Content-Length when the body is sent decoded. False (p.fail) when the
+// body cannot be checked.
+bool start_scrub(H2Conn& c, StreamTask& t, H2Pump& p, MessageHead& mh) {
+  BodyCoding coding = body_coding(mh.headers);
+  p.scrub.emplace(c.secrets, coding, /*chunked_out=*/false);
+  if (p.scrub->failed()) {
+    p.fail = p.scrub->error();
+    return false;
+  }
+  if (p.scrub->decoded_head_changes()) {
+    std::erase_if(mh.headers, [](const Header& h) {
+      return ascii_iequals(h.name, "content-encoding") || ascii_iequals(h.name, "content-length");
+    });
+  } else {
+    p.envelopes.on = enveloped(mh.headers);
+  }
+  t.scrub_body = true;
+  return true;
+}
+
+// Moves response body bytes through the scrubber while the client has room: whole upstream
+// DATA into the relay only once its previous input is decoded (so its buffer never keeps a
+// consumed prefix), decoded in steps of one I/O buffer. False on a body that cannot be decoded.
+bool pump_scrubbed(H2Conn& c, StreamTask& t, UpstreamH2& link, H2UpstreamStream& us, H2Pump& p,
+                   bool& progress) {
+  ScrubbingBodyRelay& r = *p.scrub;
+  const size_t step = c.impl.options.limits.io_buffer_bytes;
+  while (!p.scrub_finished && client_room(c, t)) {
+    p.scrubbed.clear();
+    bool fed = false;
+    if (r.pending_input() == 0 && !us.body_in.empty()) {
+      std::string_view in = us.body_in;
+      while (p.envelopes.on && !in.empty()) {
+        bool at_end = false;
+        size_t cut = p.envelopes.next_cut(in, at_end);
+        r.feed(in.substr(0, cut), p.scrubbed);
+        in.remove_prefix(cut);
+        if (at_end) r.finish({}, {}, {}, p.scrubbed);  // identity: releases the hold-back
+      }
+      r.feed(in, p.scrubbed);
+      p.raw_fed += us.body_in.size();
+      p.bytes_down += us.body_in.size();
+      us.body_in.clear();
+      fed = true;
+    }
+    size_t before = r.pending_input();
+    bool more = r.drain(p.scrubbed, step);
+    if (!r.failed() && !more && us.end_in && us.body_in.empty()) {
+      r.finish({}, {}, {}, p.scrubbed);
+      p.scrub_finished = true;
+    }
+    if (r.failed()) {
+      p.fail = r.error();
+      return false;
+    }
+    if (!p.scrubbed.empty()) c.sess.send_data(t.id, p.scrubbed);
+    uint64_t settled = p.raw_fed - r.pending_input();
+    if (settled > p.raw_credited) {
+      link.sess.consume(t.up_id, settled - p.raw_credited);
+      p.raw_credited = settled;
+      link.wake.notify();
+    }
+    bool moved = fed || !p.scrubbed.empty() || r.pending_input() != before || p.scrub_finished;
+    if (moved) progress = true;
+    if (!more && us.body_in.empty()) break;  // everything at hand went through
+    if (!moved) break;
+  }
+  return true;
+}
 
 // Moves what is ready each way (request body and end, response head, body and end); returns
 // false once the stream is over for the gateway (complete, closed, or the client is gone).
@@ -163,10 +310,13 @@ bool pump_once(H2Conn& c, StreamJob& job, UpstreamH2& link, H2Pump& p, bool& pro
     MessageHead mh;
     mh.status = us->status;
     mh.headers = us->headers;
-    h2::H2ResponseHead rh = h2::to_h2_response(mh, job.v.scrub_values);
     // A response that ends with its head (gRPC trailers-only) ends with it here too: a gRPC
     // client reads grpc-status from that HEADERS frame only if it carries END_STREAM.
     bool ends = us->end_in && us->body_in.empty() && us->trailers.empty();
+    if (!ends && job.v.scrub_response_body && !c.secrets.empty() &&
+        has_body(job.head.method, us->status) && !start_scrub(c, t, p, mh))
+      return false;
+    h2::H2ResponseHead rh = h2::to_h2_response(mh, job.v.scrub_values);
     if (!c.sess.respond(t.id, us->status, rh.headers, ends, us->never_indexed)) return false;
     p.head_sent = true;
     job.rec.status = us->status;
@@ -176,22 +326,28 @@ bool pump_once(H2Conn& c, StreamJob& job, UpstreamH2& link, H2Pump& p, bool& pro
       return false;
     }
   }
-  if (p.head_sent && !us->body_in.empty()) {
+  if (p.head_sent && p.scrub) {
+    if (!pump_scrubbed(c, t, link, *us, p, progress)) return false;
+  } else if (p.head_sent && !us->body_in.empty()) {
     c.sess.send_data(t.id, us->body_in);
     p.bytes_down += us->body_in.size();
     us->body_in.clear();
     progress = true;
   }
-  if (p.head_sent && us->end_in) {
-    c.sess.finish_response(t.id, h2::to_h2_trailers(us->trailers, job.v.scrub_values));
+  if (p.head_sent && us->end_in && (!p.scrub || p.scrub_finished)) {
+    // Trailers carrying a secret (any known value) are dropped, as on HTTP/1.1.
+    c.sess.finish_response(
+        t.id, h2::to_h2_trailers(us->trailers, p.scrub ? c.secrets : job.v.scrub_values));
     p.complete = t.response_done = true;
     return false;
   }
-  return !us->closed;
+  // A complete response still in the scrubber (waiting for client room) is not over yet.
+  return !us->closed || (us->end_in && p.scrub);
 }
 
 // Why a stream on a link ended without its whole response.
-std::string failure_reason(StreamTask& t, UpstreamH2& link) {
+std::string failure_reason(StreamTask& t, UpstreamH2& link, const H2Pump& p) {
+  if (!p.fail.empty()) return p.fail;
   if (t.timed_out) return "stream_timeout";
   H2UpstreamStream* us = link.sess.stream(t.up_id);
   if (us && us->reset_by_peer) return "upstream_reset";
@@ -203,6 +359,10 @@ std::string failure_reason(StreamTask& t, UpstreamH2& link) {
 }  // namespace
 
 void credit_upstream(H2Conn& c, StreamTask& t) {
+  if (t.scrub_body) {
+    t.up.notify();  // room for more scrubbed bytes; the pump credits the upstream itself
+    return;
+  }
   H2Stream* cs = c.sess.stream(t.id);
   if (!cs || !t.link || cs->sent <= t.credited_down) return;
   t.link->sess.consume(t.up_id, cs->sent - t.credited_down);
@@ -232,7 +392,7 @@ awaitable<std::shared_ptr<UpstreamH2>> h2_link_for(H2Conn& c, StreamJob& job,
 
   c.link_connecting = true;
   UpstreamError err;
-  auto conn = co_await connect_upstream(impl, c.worker, *job.policy, job.v.host, job.v.port, true,
+  auto conn = co_await connect_upstream(impl, c.worker, *job.cfg->policy, job.v.host, job.v.port, true,
                                         *t.deadline, t.connecting, err, /*offer_h2=*/true);
   t.connecting = nullptr;
   c.link_connecting = false;
@@ -267,6 +427,8 @@ awaitable<void> forward_h2(H2Conn& c, StreamJob& job, std::shared_ptr<UpstreamH2
   H2Stream* cs = c.sess.stream(t.id);
   bool te_trailers = false;
   for (const auto& h : cs->head.headers) te_trailers = te_trailers || h.name == "te";
+  if (job.v.scrub_response_body && !c.secrets.empty())
+    narrow_accept_encoding(job.v.upstream_headers);  // the response body is scrubbed
   h2::H2UpstreamRequest req =
       h2::to_h2_upstream_request(job.v.upstream_headers, job.head.content_length, te_trailers,
                                  job.v.dropped_trailers, job.v.scrub_values, cs->never_indexed);
@@ -300,6 +462,8 @@ awaitable<void> forward_h2(H2Conn& c, StreamJob& job, std::shared_ptr<UpstreamH2
   }
   rec.bytes_up = p.bytes_up;
   rec.bytes_down = p.bytes_down;
+  if (p.scrub && p.scrub->matches() > 0)
+    rec.counts.emplace_back("body_secrets_scrubbed", p.scrub->matches());
   if (p.complete) {
     // The response is whole; a request body still coming has no one to go to.
     if (!p.request_done) c.sess.discard_request_body(t.id);
@@ -309,7 +473,7 @@ awaitable<void> forward_h2(H2Conn& c, StreamJob& job, std::shared_ptr<UpstreamH2
     rec.reason = "client_reset";
   } else {
     impl.metrics.upstream_errors++;
-    std::string why = failure_reason(t, *link);
+    std::string why = failure_reason(t, *link, p);
     H2UpstreamStream* us = link->sess.stream(uid);
     if (us && us->reset_by_peer) {
       c.sess.reset_relayed(t.id, us->close_error);

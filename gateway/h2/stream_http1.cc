@@ -125,13 +125,13 @@ awaitable<void> relay_response(H2Conn& c, StreamJob& job, ByteStream& us, HttpPa
           continue;
         }
       } else {
-        if (job.v.scrub_response_body && !job.v.scrub_values.empty() && !head_req &&
-            status != 204 && status != 304) {
+        if (job.v.scrub_response_body && !c.secrets.empty() && !head_req && status != 204 &&
+            status != 304) {
           if (body_coding(resp.head().headers) != BodyCoding::kIdentity) {
             r.fail_reason = "unscannable_content_encoding";
             break;
           }
-          scrub.emplace(job.v.scrub_values);
+          scrub.emplace(c.secrets);
         }
         h2::H2ResponseHead rh = h2::to_h2_response(resp.head(), job.v.scrub_values);
         if (!c.sess.respond(t.id, status, rh.headers, false)) break;
@@ -195,7 +195,7 @@ awaitable<void> forward_http1(H2Conn& c, StreamJob& job,
   std::unique_ptr<UpstreamConn> up = std::move(preconnected);
   if (!up) {
     UpstreamError err;
-    up = co_await connect_upstream(impl, c.worker, *job.policy, v.host, v.port, true, *t->deadline,
+    up = co_await connect_upstream(impl, c.worker, *job.cfg->policy, v.host, v.port, true, *t->deadline,
                                    t->connecting, err);
     t->connecting = nullptr;
     if (!up && !t->cancelled) {
@@ -221,7 +221,7 @@ awaitable<void> forward_http1(H2Conn& c, StreamJob& job,
   if (v.decision.report_only) rec.reason = "report_only:" + v.decision.reason;
 
   // ---- request head, then the body in its own coroutine (bidirectional streaming) ----
-  if (v.scrub_response_body && !v.scrub_values.empty())
+  if (v.scrub_response_body && !c.secrets.empty())
     narrow_accept_encoding(job.v.upstream_headers);  // the response body is scrubbed
   std::string upstream_head = render_request_head(job.head, v);
   error_code ec;

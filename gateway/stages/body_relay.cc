@@ -135,6 +135,11 @@ void ScrubbingBodyRelay::feed(std::string_view raw, std::string& out) {
     pending_pos_ = 0;
   }
   pending_.append(raw);
+  // Kept whole until output comes: input that decodes to nothing (empty stored blocks) would
+  // otherwise grow it without bound. Any real deflate body produces output well before this.
+  constexpr size_t kMaxSilentDeflateBytes = 256 * 1024;
+  if (retry_possible && pending_.size() > kMaxSilentDeflateBytes)
+    error_ = "compressed_body_invalid";
 }
 
 bool ScrubbingBodyRelay::drain(std::string& out, size_t budget) {

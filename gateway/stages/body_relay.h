@@ -74,6 +74,9 @@ class ScrubbingBodyRelay {
   uint64_t matches() const { return scrubber_.matches(); }
   uint32_t forms() const { return scrubber_.forms(); }
   uint64_t decoded_bytes() const { return decoded_bytes_; }
+  // Compressed input fed and not yet decoded (0 for identity): a caller that reopens a
+  // flow-control window as bytes leave the relay credits what is fed minus this.
+  size_t pending_input() const { return pending_.size() - pending_pos_; }
 
  private:
   struct Inflater;

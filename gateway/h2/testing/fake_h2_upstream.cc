@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <chrono>
 #include <cstring>
@@ -50,6 +51,33 @@ bool ends_with(const std::string& s, std::string_view tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+// The value of `key` in the query of `path` ("" when absent).
+std::string query_param(const std::string& path, const std::string& key) {
+  size_t q = path.find('?');
+  while (q != std::string::npos) {
+    size_t from = q + 1, to = path.find('&', from);
+    std::string item = path.substr(from, to == std::string::npos ? std::string::npos : to - from);
+    if (item.rfind(key + "=", 0) == 0) return item.substr(key.size() + 1);
+    q = to;
+  }
+  return {};
+}
+
+// gzip (wrapper "gzip") or zlib ("deflate") of `in`, in one go.
+std::string compress(const std::string& in, bool gzip) {
+  z_stream zs{};
+  deflateInit2(&zs, Z_BEST_SPEED, Z_DEFLATED, gzip ? 15 + 16 : 15, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&zs, in.size()) + 64, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  deflate(&zs, Z_FINISH);
+  out.resize(out.size() - zs.avail_out);
+  deflateEnd(&zs);
+  return out;
+}
+
 nghttp2_nv nv(const std::string& name, const std::string& value) {
   return {reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
           reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
@@ -68,7 +96,8 @@ struct FakeH2Upstream::Session {
     kConnectUnary,
     kHang,
     kRst,
-    kBig
+    kBig,
+    kReflect
   };
   struct Stream {
     SeenStream seen;
@@ -172,6 +201,8 @@ struct FakeH2Upstream::Session {
       st.big_left = n;
       respond(id, st, "application/octet-stream");
       push_out(id, st, "", true);
+    } else if (p.find("/reflect") != std::string::npos) {
+      st.kind = Kind::kReflect;
     } else if (p == "/connect-unary") {
       st.kind = Kind::kConnectUnary;
     } else if (ends_with(p, "/ConnectStream")) {
@@ -189,6 +220,36 @@ struct FakeH2Upstream::Session {
     } else {
       st.kind = Kind::kPlain;
     }
+  }
+
+  // /reflect: the request's fields as text in the body (an upstream debugging endpoint that
+  // hands the injected credential back), `repeat` times; `enc` gzip/deflate compresses it
+  // (any other value is sent as that coding, uncompressed bytes); `trailer=1` reflects the
+  // authorization in a trailer too. Identity bodies carry a content-length.
+  void reflect(int32_t id, Stream& st) {
+    std::string once = st.seen.method + " " + st.seen.path + "\n";
+    for (const auto& f : st.seen.fields) once += f.name + ": " + f.value + "\n";
+    std::string body;
+    int repeat = 1;
+    if (auto r = query_param(st.seen.path, "repeat"); !r.empty()) repeat = std::stoi(r);
+    for (int i = 0; i < repeat; ++i) body += once;
+    std::string enc = query_param(st.seen.path, "enc");
+    std::vector<std::pair<std::string, std::string>> extra;
+    if (enc == "gzip" || enc == "deflate") {
+      body = compress(body, enc == "gzip");
+    }
+    if (!enc.empty()) {
+      extra.push_back({"content-encoding", enc});
+    } else {
+      extra.push_back({"content-length", std::to_string(body.size())});
+    }
+    if (query_param(st.seen.path, "trailer") == "1") {
+      st.trailers = {{"x-status", "done"},
+                     {"x-echo-trailer-authorization", st.seen.field("authorization")},
+                     {"x-echo-trailer-api-key", st.seen.field("x-api-key")}};
+    }
+    respond(id, st, "text/plain", false, extra);
+    push_out(id, st, body, true);
   }
 
   void on_body(int32_t id, Stream& st) {
@@ -222,6 +283,9 @@ struct FakeH2Upstream::Session {
         push_out(id, st, body, true);
         break;
       }
+      case Kind::kReflect:
+        reflect(id, st);
+        break;
       case Kind::kPlain: {
         respond(id, st, "text/plain", false, {{"set-cookie", "sid=fake-session"}});
         push_out(id, st, "ok " + st.seen.method + " " + st.seen.path, true);

@@ -14,6 +14,11 @@
 //   /hang             the response head, then nothing until the client resets the stream.
 //   /rst              RST_STREAM(code from ?code=, default INTERNAL_ERROR) at once.
 //   /big?n=N          N bytes.
+//   .../reflect?repeat=N&enc=E&trailer=1
+//                     the request's fields as text ("name: value" lines), N times; E gzip or
+//                     deflate compresses it, any other E is only named in content-encoding;
+//                     trailer=1 adds trailers x-status, x-echo-trailer-authorization and
+//                     x-echo-trailer-api-key.
 //   anything else     200 "ok METHOD PATH", with set-cookie: sid=fake-session.
 // Every response head reflects the request's authorization and x-api-key as
 // x-echo-authorization and x-echo-api-key (threat 23: an echo of the injected secret).
