@@ -17,8 +17,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <filesystem>
-#include <functional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -37,13 +35,11 @@ namespace cordon::gateway {
 namespace {
 
 using e2e::RawClient;
-using testing::FakeCerts;
+using e2e::wait_until;
 using testing::FakeCredentials;
 using testing::FakeDestination;
 using testing::FakePolicy;
 using testing::FakeSandboxes;
-using testing::FakeUpstream;
-using testing::MemoryAudit;
 using Clock = std::chrono::steady_clock;
 
 // An overlay that refuses the hosts it lists (immutable: a narrowing replaces it).
@@ -138,21 +134,15 @@ class BackgroundCurl {
   int exit_code_ = -1;
 };
 
-class CutE2E : public ::testing::Test {
+class CutE2E : public e2e::GatewayFixture {
  protected:
   void SetUp() override {
     std::signal(SIGPIPE, SIG_IGN);
     if (std::system("curl --version 2>/dev/null | grep -q HTTP2") != 0)
       GTEST_SKIP() << "curl with HTTP/2 not installed";
-    char tmpl[] = "/tmp/cordon-cut-e2e-XXXXXX";
-    tmp = mkdtemp(tmpl);
-    upstream = std::make_unique<FakeUpstream>(
-        std::vector<std::string>{"api.test", "keep.test", "pt.test"});
-    upstream_ca = tmp + "/upstream-ca.pem";
-    upstream->ca().write_pem(upstream_ca);
-    certs = std::make_shared<FakeCerts>();
-    gateway_ca = tmp + "/gateway-ca.pem";
-    certs->ca().write_pem(gateway_ca);
+    ASSERT_NO_FATAL_FAILURE(make_tmp("cordon-cut-e2e"));
+    start_upstream({"api.test", "keep.test", "pt.test"});
+    make_certs();
     uint16_t up = upstream->port();
     auto any = std::vector<testing::FakeRoute>{{"any", true, {}, "", std::nullopt}};
     full = std::make_shared<FakePolicy>();
@@ -169,22 +159,14 @@ class CutE2E : public ::testing::Test {
     overlays = std::make_shared<adapters::SandboxOverlays>();
     overlays->set("sb1", nullptr);  // registered, nothing narrowed yet
     overlays->set("sb2", nullptr);
-    audit = std::make_shared<MemoryAudit>();
-    GatewayOptions opts;
-    opts.threads = 2;
-    opts.system_trust_store = false;
-    opts.upstream_ca_files = {upstream_ca};
+    GatewayOptions opts = loopback_options(2);
     opts.resolve = {
         {"api.test", "127.0.0.1"}, {"keep.test", "127.0.0.1"}, {"pt.test", "127.0.0.1"}};
-    auto gw = Gateway::create(opts, {certs, std::make_shared<OverlaidSandboxes>(inner, overlays),
-                                     std::make_shared<FakeCredentials>(), audit});
-    ASSERT_TRUE(gw) << gw.error().message;
-    gateway = std::move(*gw);
-    gateway->set_policy(full);
-    auto p = gateway->listen_proxy("127.0.0.1:0");
-    ASSERT_TRUE(p) << p.error().message;
-    proxy_port = *p;
-    gateway->start();
+    ASSERT_NO_FATAL_FAILURE(
+        start_proxy_gateway(opts,
+                            {certs, std::make_shared<OverlaidSandboxes>(inner, overlays),
+                             std::make_shared<FakeCredentials>(), audit},
+                            full));
     // As `cordon serve` wires it: a changed overlay ends what it refuses.
     overlays->on_change([this](const std::string& id) {
       last_cut_count = static_cast<int>(gateway->end_refused_connections(id));
@@ -192,26 +174,16 @@ class CutE2E : public ::testing::Test {
   }
   void TearDown() override {
     if (overlays) overlays->on_change(nullptr);
-    if (gateway) gateway->stop(500);
-    gateway.reset();
-    if (!tmp.empty()) std::filesystem::remove_all(tmp);
+    GatewayFixture::TearDown();
   }
 
   std::string url(const std::string& host, const std::string& path) const {
-    return "https://" + host + ":" + std::to_string(upstream->port()) + path;
-  }
-  std::vector<std::string> proxy_args(const std::string& auth = "sb1:secret1") const {
-    return {"--proxy",      "http://127.0.0.1:" + std::to_string(proxy_port),
-            "--proxy-user", auth,
-            "--cacert",     gateway_ca};
+    return upstream_url(host, path);
   }
   // CONNECT host, then TLS with the gateway (intercepted) or the upstream (passthrough).
   std::unique_ptr<RawClient> tunnel(const std::string& host, const std::string& auth,
                                     const std::string& ca) {
-    auto c = std::make_unique<RawClient>();
-    EXPECT_TRUE(c->connect_tcp(proxy_port, 3000));
-    std::string head = c->connect_tunnel(host + ":" + std::to_string(upstream->port()), auth);
-    EXPECT_NE(head.find(" 200 "), std::string::npos) << head;
+    auto c = open_tunnel(host, auth, 3000);
     EXPECT_TRUE(c->start_tls(host, ca)) << host;
     return c;
   }
@@ -226,29 +198,13 @@ class CutE2E : public ::testing::Test {
       if (h.find(needle) != std::string::npos) return true;
     return false;
   }
-  bool wait_for(const std::function<bool()>& f, int ms = 5000) {
-    auto until = Clock::now() + std::chrono::milliseconds(ms);
-    while (!f()) {
-      if (Clock::now() > until) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return true;
-  }
   std::vector<AuditRecord> cut_records() const {
-    std::vector<AuditRecord> out;
-    for (auto& r : audit->records())
-      if (r.kind == "connection_cut") out.push_back(r);
-    return out;
+    return e2e::records_where(*audit,
+                              [](const AuditRecord& r) { return r.kind == "connection_cut"; });
   }
 
-  std::string tmp, upstream_ca, gateway_ca;
-  uint16_t proxy_port = 0;
-  std::unique_ptr<FakeUpstream> upstream;
-  std::shared_ptr<FakeCerts> certs;
   std::shared_ptr<FakePolicy> full;
   std::shared_ptr<adapters::SandboxOverlays> overlays;
-  std::shared_ptr<MemoryAudit> audit;
-  std::unique_ptr<Gateway> gateway;
   std::atomic<int> last_cut_count{-1};
 };
 
@@ -280,8 +236,9 @@ TEST_F(CutE2E, NarrowingTheOverlayEndsTheOpenConnectionsItRefusesAndNoOthers) {
   a2.insert(a2.end(), {"--http2", "--limit-rate", "50K", "--data-binary", "@" + body,
                        url("api.test", "/upload?n=2")});
   BackgroundCurl h1(a1), h2(a2);
-  ASSERT_TRUE(wait_for([&] { return upstream_saw("/upload?n=1") && upstream_saw("/upload?n=2"); }))
-      << "the transfers did not start";
+  ASSERT_TRUE(wait_until([&] {
+    return upstream_saw("/upload?n=1") && upstream_saw("/upload?n=2");
+  })) << "the transfers did not start";
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_TRUE(h1.running() && h2.running());
   audit->clear();

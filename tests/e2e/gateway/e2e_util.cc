@@ -11,10 +11,14 @@
 #include <openssl/x509.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace cordon::gateway::e2e {
 
@@ -163,18 +167,21 @@ std::string RawClient::peer_not_after() const {
 }
 
 bool RawClient::send(const std::string& data) {
+  return send(data.data(), data.size());
+}
+
+bool RawClient::send(const char* data, size_t size) {
   size_t off = 0;
-  while (off < data.size()) {
-    int n = ssl_
-                ? SSL_write(ssl_, data.data() + off, static_cast<int>(data.size() - off))
-                : static_cast<int>(::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL));
+  while (off < size) {
+    int n = ssl_ ? SSL_write(ssl_, data + off, static_cast<int>(size - off))
+                 : static_cast<int>(::send(fd_, data + off, size - off, MSG_NOSIGNAL));
     if (n <= 0) return false;
     off += static_cast<size_t>(n);
   }
   return true;
 }
 
-int RawClient::recv_some(char* buf, int len) {
+int RawClient::read_some(char* buf, int len) {
   int n = ssl_ ? SSL_read(ssl_, buf, len) : static_cast<int>(::recv(fd_, buf, len, 0));
   if (n <= 0) {
     // Timeout (EAGAIN) is not a close; everything else is.
@@ -192,7 +199,7 @@ std::string RawClient::read_until_close() {
   std::string out = std::move(pending_);
   char buf[16384];
   while (true) {
-    int n = recv_some(buf, sizeof buf);
+    int n = read_some(buf, sizeof buf);
     if (n <= 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
@@ -203,7 +210,7 @@ std::string RawClient::read_until(const std::string& marker, int count) {
   std::string out = std::move(pending_);
   char buf[16384];
   while (static_cast<int>(count_of(out, marker)) < count) {
-    int n = recv_some(buf, sizeof buf);
+    int n = read_some(buf, sizeof buf);
     if (n <= 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
@@ -223,6 +230,140 @@ long rss_kib() {
     if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
   }
   return -1;
+}
+
+uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool wait_until(const std::function<bool()>& done, int ms) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+std::vector<AuditRecord> records_where(const testing::MemoryAudit& audit,
+                                       const RecordMatch& match) {
+  std::vector<AuditRecord> out;
+  for (auto& r : audit.records()) {
+    if (match(r)) out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<AuditRecord> wait_records(const testing::MemoryAudit& audit, const RecordMatch& match,
+                                      size_t at_least, int ms) {
+  std::vector<AuditRecord> out;
+  wait_until(
+      [&] {
+        out = records_where(audit, match);
+        return out.size() >= at_least;
+      },
+      ms);
+  return out;
+}
+
+void GatewayFixture::TearDown() {
+  stop_gateway();
+  if (!tmp.empty()) std::filesystem::remove_all(tmp);
+}
+
+void GatewayFixture::make_tmp(const std::string& prefix) {
+  std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr) << tmpl << ": " << std::strerror(errno);
+  tmp = tmpl;
+}
+
+void GatewayFixture::use_upstream(std::unique_ptr<testing::FakeUpstream> up) {
+  upstream = std::move(up);
+  upstream_ca = tmp + "/upstream-ca.pem";
+  upstream->ca().write_pem(upstream_ca);
+}
+
+void GatewayFixture::start_upstream(const std::vector<std::string>& names) {
+  use_upstream(std::make_unique<testing::FakeUpstream>(names));
+}
+
+void GatewayFixture::make_certs() {
+  certs = std::make_shared<testing::FakeCerts>();
+  gateway_ca = tmp + "/gateway-ca.pem";
+  certs->ca().write_pem(gateway_ca);
+}
+
+GatewayOptions GatewayFixture::loopback_options(unsigned threads) const {
+  GatewayOptions opts;
+  opts.threads = threads;
+  opts.system_trust_store = false;
+  if (!upstream_ca.empty()) opts.upstream_ca_files = {upstream_ca};
+  return opts;
+}
+
+void GatewayFixture::create_gateway(const GatewayOptions& opts, GatewayPorts ports,
+                                    std::shared_ptr<const PolicyView> policy) {
+  auto gw = Gateway::create(opts, std::move(ports));
+  ASSERT_TRUE(gw) << gw.error().message;
+  gateway = std::move(*gw);
+  gateway->set_policy(std::move(policy));
+}
+
+void GatewayFixture::listen_proxy() {
+  auto p = gateway->listen_proxy("127.0.0.1:0");
+  ASSERT_TRUE(p) << p.error().message;
+  proxy_port = *p;
+}
+
+void GatewayFixture::start_proxy_gateway(const GatewayOptions& opts, GatewayPorts ports,
+                                         std::shared_ptr<const PolicyView> policy) {
+  ASSERT_NO_FATAL_FAILURE(create_gateway(opts, std::move(ports), std::move(policy)));
+  ASSERT_NO_FATAL_FAILURE(listen_proxy());
+  gateway->start();
+}
+
+void GatewayFixture::stop_gateway() {
+  if (gateway) gateway->stop(500);
+  gateway.reset();
+  upstream.reset();
+}
+
+std::string GatewayFixture::upstream_url(const std::string& host, const std::string& path) const {
+  return "https://" + host + ":" + std::to_string(upstream->port()) + path;
+}
+
+std::vector<std::string> GatewayFixture::proxy_args(const std::string& auth) const {
+  std::vector<std::string> args = {"--proxy", "http://127.0.0.1:" + std::to_string(proxy_port),
+                                   "--cacert", gateway_ca};
+  if (!auth.empty()) {
+    args.push_back("--proxy-user");
+    args.push_back(auth);
+  }
+  return args;
+}
+
+CurlResult GatewayFixture::proxy_curl(const std::vector<std::string>& args,
+                                      const std::string& auth) {
+  std::vector<std::string> all = proxy_args(auth);
+  all.insert(all.end(), args.begin(), args.end());
+  return run_curl(all, tmp);
+}
+
+std::unique_ptr<RawClient> GatewayFixture::open_tunnel(const std::string& host,
+                                                       const std::string& auth, int timeout_ms) {
+  auto c = std::make_unique<RawClient>();
+  EXPECT_TRUE(c->connect_tcp(proxy_port, timeout_ms));
+  std::string head = c->connect_tunnel(host + ":" + std::to_string(upstream->port()), auth);
+  EXPECT_NE(head.find(" 200 "), std::string::npos) << head;
+  return c;
 }
 
 }  // namespace cordon::gateway::e2e

@@ -1,11 +1,19 @@
-// Clients for the gateway end-to-end tests: curl (as a sandbox would use it) and a raw TLS
-// client for the shapes curl will not send.
+// What the gateway end-to-end suites share: curl (as a sandbox would use it), a raw TLS client
+// for the shapes curl will not send, audit waits, and a fixture base holding the temp CA files,
+// the fake upstream, the fakes' audit and a Gateway on loopback.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <openssl/ssl.h>
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "gateway/gateway.h"
+#include "gateway/testing/fake_upstream.h"
+#include "gateway/testing/fakes.h"
 
 namespace cordon::gateway::e2e {
 
@@ -37,6 +45,11 @@ class RawClient {
   std::string peer_serial() const;
   std::string peer_not_after() const;
   bool send(const std::string& data);
+  bool send(const char* data, size_t size);
+  // One read of up to `len` bytes: > 0 bytes read, otherwise closed or timed out.
+  int read_some(char* buf, int len);
+  // The socket, for options a test wants on top (valid after connect_tcp).
+  int fd() const { return fd_; }
   // Reads until the peer closes or the timeout passes.
   std::string read_until_close();
   // Reads until `marker` has been seen `count` times, the peer closes, or timeout.
@@ -44,7 +57,6 @@ class RawClient {
   bool peer_closed() const { return closed_; }
 
  private:
-  int recv_some(char* buf, int len);
   int fd_ = -1;
   SSL_CTX* ctx_ = nullptr;
   SSL* ssl_ = nullptr;
@@ -54,5 +66,65 @@ class RawClient {
 
 size_t count_of(const std::string& hay, const std::string& needle);
 long rss_kib();
+// A loopback TCP port that was free a moment ago (nothing listens on it).
+uint16_t free_port();
+
+// Polls `done` every 10 ms for up to `ms`; true once it holds.
+bool wait_until(const std::function<bool()>& done, int ms = 5000);
+
+using RecordMatch = std::function<bool(const AuditRecord&)>;
+// The audit records that match, oldest first, as they stand now.
+std::vector<AuditRecord> records_where(const testing::MemoryAudit& audit, const RecordMatch& match);
+// The same, waiting (up to `ms`) until at least `at_least` match: the gateway can write a line
+// just after the client has seen the answer or the close.
+std::vector<AuditRecord> wait_records(const testing::MemoryAudit& audit, const RecordMatch& match,
+                                      size_t at_least = 1, int ms = 5000);
+
+// The base of the gateway e2e fixtures. Suites build what they share in SetUp with the helpers
+// below (wrap the ASSERTing ones in ASSERT_NO_FATAL_FAILURE); TearDown stops the gateway, drops
+// the upstream and removes the temp dir.
+class GatewayFixture : public ::testing::Test {
+ protected:
+  void TearDown() override;
+
+  // A fresh /tmp/<prefix>-XXXXXX directory in `tmp`.
+  void make_tmp(const std::string& prefix);
+  // Takes `up` as the upstream and writes its CA to upstream_ca (needs tmp).
+  void use_upstream(std::unique_ptr<testing::FakeUpstream> up);
+  // The same for a loopback TLS upstream serving `names`.
+  void start_upstream(const std::vector<std::string>& names);
+  // Fresh fake leaf provider in `certs`, its root written to gateway_ca (needs tmp).
+  void make_certs();
+  // Options trusting only upstream_ca (if set), never the system store.
+  GatewayOptions loopback_options(unsigned threads) const;
+  // Gateway::create with `policy` set, not listening, not started (ASSERTs).
+  void create_gateway(const GatewayOptions& opts, GatewayPorts ports,
+                      std::shared_ptr<const PolicyView> policy);
+  // An explicit-proxy listener on 127.0.0.1, its port in proxy_port (ASSERTs).
+  void listen_proxy();
+  // create_gateway, listen_proxy, then start.
+  void start_proxy_gateway(const GatewayOptions& opts, GatewayPorts ports,
+                           std::shared_ptr<const PolicyView> policy);
+  // Stops and drops the gateway, then the upstream (both may be gone already).
+  void stop_gateway();
+
+  // https://host:<upstream port>path
+  std::string upstream_url(const std::string& host, const std::string& path) const;
+  // curl arguments that go through the proxy with `auth` (none if empty), trusting gateway_ca.
+  std::vector<std::string> proxy_args(const std::string& auth = "sb1:secret1") const;
+  // curl through the proxy with `auth`, then `args`.
+  CurlResult proxy_curl(const std::vector<std::string>& args,
+                        const std::string& auth = "sb1:secret1");
+  // TCP to the proxy and CONNECT host:<upstream port> with `auth`; EXPECTs the 200, no TLS yet.
+  std::unique_ptr<RawClient> open_tunnel(const std::string& host, const std::string& auth,
+                                         int timeout_ms = 5000);
+
+  std::string tmp, upstream_ca, gateway_ca;
+  uint16_t proxy_port = 0;
+  std::unique_ptr<testing::FakeUpstream> upstream;
+  std::shared_ptr<testing::FakeCerts> certs;
+  std::shared_ptr<testing::MemoryAudit> audit = std::make_shared<testing::MemoryAudit>();
+  std::unique_ptr<Gateway> gateway;
+};
 
 }  // namespace cordon::gateway::e2e

@@ -2,14 +2,11 @@
 // the sandbox and a fake upstream TLS server (own CA) as the internet. Every packet stays on
 // loopback; names resolve through the gateway's static map only.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -28,51 +25,30 @@ namespace {
 
 using e2e::count_of;
 using e2e::RawClient;
-using e2e::run_curl;
-using testing::FakeCerts;
 using testing::FakeCredentials;
 using testing::FakeDns;
 using testing::FakePolicy;
 using testing::FakeSandboxes;
 using testing::FakeUpstream;
-using testing::MemoryAudit;
 
 constexpr const char* kSecret = "ghp_REALSECRET_0123456789";
 // A proxy token of the real shape (cdn_<id>_<43 base64url>), found by the credential stage.
 const std::string kGoodToken = FakeCredentials::make_token("tok1");
 
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-class GatewayE2E : public ::testing::Test {
+class GatewayE2E : public e2e::GatewayFixture {
  protected:
   void SetUp() override {
     // Raw TLS writes to a peer that closed must fail, not kill the test.
     std::signal(SIGPIPE, SIG_IGN);
     if (std::system("curl --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "curl not installed";
-    char tmpl[] = "/tmp/cordon-gw-e2e-XXXXXX";
-    tmp = mkdtemp(tmpl);
-    upstream = std::make_unique<FakeUpstream>(std::vector<std::string>{
-        "api.test", "paste.test", "private.test", "imds.test", "down.test", "pt.test"});
+    ASSERT_NO_FATAL_FAILURE(make_tmp("cordon-gw-e2e"));
+    start_upstream({"api.test", "paste.test", "private.test", "imds.test", "down.test", "pt.test"});
     plain_upstream = std::make_unique<FakeUpstream>(std::vector<std::string>{}, false);
     untrusted = std::make_unique<FakeUpstream>(std::vector<std::string>{"untrusted.test"});
-    upstream_ca = tmp + "/upstream-ca.pem";
-    upstream->ca().write_pem(upstream_ca);
-    certs = std::make_shared<FakeCerts>();
-    gateway_ca = tmp + "/gateway-ca.pem";
-    certs->ca().write_pem(gateway_ca);
+    make_certs();
 
     uint16_t up = upstream->port();
-    down_port = free_port();
+    down_port = e2e::free_port();
     CredentialSpec gh{"github", "github-pat", "Authorization", "Bearer {secret}",
                       TokenMode::kOptional};
     policy = std::make_shared<FakePolicy>();
@@ -127,12 +103,8 @@ class GatewayE2E : public ::testing::Test {
     creds = std::make_shared<FakeCredentials>();
     creds->put_secret("github-pat", kSecret);
     creds->put_token(kGoodToken, "tok1", "sb1", "github");
-    audit = std::make_shared<MemoryAudit>();
 
-    GatewayOptions opts;
-    opts.threads = 2;
-    opts.system_trust_store = false;
-    opts.upstream_ca_files = {upstream_ca};
+    GatewayOptions opts = loopback_options(2);
     opts.resolve = {
         {"api.test", "127.0.0.1"},        {"paste.test", "127.0.0.1"}, {"private.test", "10.0.0.1"},
         {"imds.test", "169.254.169.254"}, {"loop.test", "127.0.0.1"},  {"down.test", "127.0.0.1"},
@@ -142,13 +114,8 @@ class GatewayE2E : public ::testing::Test {
     std::shared_ptr<CertProvider> cert_provider = certs;
     customize_certs(cert_provider);
     if (::testing::Test::HasFatalFailure()) return;
-    auto gw = Gateway::create(opts, {cert_provider, sandboxes, creds, audit});
-    ASSERT_TRUE(gw) << gw.error().message;
-    gateway = std::move(*gw);
-    gateway->set_policy(policy);
-    auto p = gateway->listen_proxy("127.0.0.1:0");
-    ASSERT_TRUE(p) << p.error().message;
-    proxy_port = *p;
+    ASSERT_NO_FATAL_FAILURE(create_gateway(opts, {cert_provider, sandboxes, creds, audit}, policy));
+    ASSERT_NO_FATAL_FAILURE(listen_proxy());
     auto a = gateway->listen_admin("127.0.0.1:0");
     ASSERT_TRUE(a) << a.error().message;
     admin_addr = *a;
@@ -158,33 +125,16 @@ class GatewayE2E : public ::testing::Test {
   // May replace the leaf provider (and rewrite gateway_ca to its root).
   virtual void customize_certs(std::shared_ptr<CertProvider>&) {}
 
-  void TearDown() override {
-    if (gateway) gateway->stop(500);
-    gateway.reset();
-    if (!tmp.empty()) std::filesystem::remove_all(tmp);
-  }
-
   std::string api(const std::string& path, const std::string& host = "api.test") {
-    return "https://" + host + ":" + std::to_string(upstream->port()) + path;
+    return upstream_url(host, path);
   }
   e2e::CurlResult curl(std::vector<std::string> args, const std::string& auth = "sb1:secret1") {
-    std::vector<std::string> base = {"--proxy", "http://127.0.0.1:" + std::to_string(proxy_port),
-                                     "--cacert", gateway_ca};
-    if (!auth.empty()) {
-      base.push_back("--proxy-user");
-      base.push_back(auth);
-    }
-    base.insert(base.end(), args.begin(), args.end());
-    return run_curl(base, tmp);
+    return proxy_curl(args, auth);
   }
   // A TLS connection through the tunnel, SNI = host.
   std::unique_ptr<RawClient> tunnel(const std::string& host, const std::string& sni,
                                     bool* tls_ok = nullptr) {
-    auto c = std::make_unique<RawClient>();
-    EXPECT_TRUE(c->connect_tcp(proxy_port));
-    std::string head =
-        c->connect_tunnel(host + ":" + std::to_string(upstream->port()), "sb1:secret1");
-    EXPECT_NE(head.find(" 200 "), std::string::npos) << head;
+    auto c = open_tunnel(host, "sb1:secret1");
     bool ok = c->start_tls(sni, gateway_ca);
     if (tls_ok) *tls_ok = ok;
     return c;
@@ -210,17 +160,8 @@ class GatewayE2E : public ::testing::Test {
   // The gateway audits a refused connection after it has closed it, so the client can see the
   // refusal first: wait (bounded) until `at_least` matching records are there.
   std::vector<AuditRecord> audit_with_reason(const std::string& reason, size_t at_least = 1) {
-    std::vector<AuditRecord> out;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    do {
-      out.clear();
-      for (auto& r : audit->records()) {
-        if (r.reason == reason) out.push_back(r);
-      }
-      if (out.size() >= at_least) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    } while (std::chrono::steady_clock::now() < deadline);
-    return out;
+    return e2e::wait_records(
+        *audit, [&](const AuditRecord& r) { return r.reason == reason; }, at_least);
   }
   std::string admin_get(const std::string& path) {
     RawClient c;
@@ -230,15 +171,12 @@ class GatewayE2E : public ::testing::Test {
     return c.read_until_close();
   }
 
-  std::string tmp, upstream_ca, gateway_ca, admin_addr;
-  uint16_t proxy_port = 0, down_port = 0;
-  std::unique_ptr<FakeUpstream> upstream, plain_upstream, untrusted;
-  std::shared_ptr<FakeCerts> certs;
+  std::string admin_addr;
+  uint16_t down_port = 0;
+  std::unique_ptr<FakeUpstream> plain_upstream, untrusted;
   std::shared_ptr<FakePolicy> policy;
   std::shared_ptr<FakeSandboxes> sandboxes;
   std::shared_ptr<FakeCredentials> creds;
-  std::shared_ptr<MemoryAudit> audit;
-  std::unique_ptr<Gateway> gateway;
 };
 
 TEST_F(GatewayE2E, AllowedGetInjectsCredentialSeenByUpstreamNeverByClient) {

@@ -30,7 +30,6 @@ using testing::FakeCredentials;
 using testing::FakeDestination;
 using testing::FakePolicy;
 using testing::FakeSandboxes;
-using testing::MemoryAudit;
 
 constexpr int kNames = 3000;
 constexpr size_t kPoolTotal = 32;
@@ -127,7 +126,7 @@ std::string name(int i) {
   return "n" + std::to_string(i) + ".wild.test";
 }
 
-class PoolE2E : public ::testing::Test {
+class PoolE2E : public e2e::GatewayFixture {
  protected:
   void SetUp() override {
     std::signal(SIGPIPE, SIG_IGN);
@@ -135,7 +134,7 @@ class PoolE2E : public ::testing::Test {
     policy->denied_prefixes = {"10.", "169.254.", "192.168."};
     FakeDestination wild{
         "wild", {}, {up.port()}, TlsMode::kIntercept, false, {{"any", true, {}, "", std::nullopt}}};
-    GatewayOptions opts;
+    GatewayOptions opts = loopback_options(2);
     for (int i = 0; i < kNames + 100; ++i) {
       wild.hosts.push_back(name(i));
       opts.resolve[name(i)] = "127.0.0.1";
@@ -144,25 +143,14 @@ class PoolE2E : public ::testing::Test {
     policy->profiles["default"] = {"wild"};
     sandboxes = std::make_shared<FakeSandboxes>();
     sandboxes->add("sb1", "secret1", "default");
-    audit = std::make_shared<MemoryAudit>();
-    opts.threads = 2;
-    opts.system_trust_store = false;
     opts.limits.pool_max_idle_total = kPoolTotal;
     opts.limits.pool_max_idle_per_key = 4;
     opts.limits.pool_idle_timeout_ms = 1500;
-    auto gw = Gateway::create(opts, {std::make_shared<FakeCerts>(), sandboxes,
-                                     std::make_shared<FakeCredentials>(), audit});
-    ASSERT_TRUE(gw) << gw.error().message;
-    gateway = std::move(*gw);
-    gateway->set_policy(policy);
-    auto p = gateway->listen_proxy("127.0.0.1:0");
-    ASSERT_TRUE(p) << p.error().message;
-    proxy_port = *p;
-    gateway->start();
+    ASSERT_NO_FATAL_FAILURE(start_proxy_gateway(
+        opts,
+        {std::make_shared<FakeCerts>(), sandboxes, std::make_shared<FakeCredentials>(), audit},
+        policy));
     ASSERT_TRUE(client.connect_tcp(proxy_port));
-  }
-  void TearDown() override {
-    if (gateway) gateway->stop(500);
   }
   // One request on the keep-alive proxy connection; true on a 200.
   bool get(int i) {
@@ -182,9 +170,6 @@ class PoolE2E : public ::testing::Test {
   MiniUpstream up;
   std::shared_ptr<FakePolicy> policy;
   std::shared_ptr<FakeSandboxes> sandboxes;
-  std::shared_ptr<MemoryAudit> audit;
-  std::unique_ptr<Gateway> gateway;
-  uint16_t proxy_port = 0;
   e2e::RawClient client;
 };
 

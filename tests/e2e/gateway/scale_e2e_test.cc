@@ -7,21 +7,16 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/ssl.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "common/encoding.h"
 #include "gateway/gateway.h"
 #include "gateway/testing/fake_upstream.h"
 #include "gateway/testing/fakes.h"
@@ -30,12 +25,9 @@
 namespace cordon::gateway {
 namespace {
 
-using testing::FakeCerts;
 using testing::FakeCredentials;
 using testing::FakePolicy;
 using testing::FakeSandboxes;
-using testing::FakeUpstream;
-using testing::MemoryAudit;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kSecret = "ghp_SCALE_SECRET_0123456789";
@@ -53,58 +45,28 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// A blocking client: TCP to the proxy, CONNECT, TLS verified against the gateway's CA.
+// A blocking client for bulk transfers: TCP to the proxy (no Nagle, 30 s timeouts both ways),
+// CONNECT, TLS verified against the gateway's CA.
 class Client {
  public:
-  ~Client() {
-    if (ssl_) SSL_free(ssl_);
-    if (ctx_) SSL_CTX_free(ctx_);
-    if (fd_ >= 0) ::close(fd_);
-  }
   bool open(uint16_t proxy_port, const std::string& authority, const std::string& ca) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (!raw_.connect_tcp(proxy_port, 30000)) return false;
     int one = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    ::setsockopt(raw_.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     timeval tv{30, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(proxy_port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
-    std::string req = "CONNECT " + authority + " HTTP/1.1\r\nHost: " + authority +
-                      "\r\nProxy-Authorization: Basic " + base64_encode("sb1:secret1") + "\r\n\r\n";
-    if (::send(fd_, req.data(), req.size(), 0) != static_cast<ssize_t>(req.size())) return false;
-    std::string head;
-    char c;
-    while (head.find("\r\n\r\n") == std::string::npos && ::recv(fd_, &c, 1, 0) == 1) head += c;
+    ::setsockopt(raw_.fd(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    std::string head = raw_.connect_tunnel(authority, "sb1:secret1");
     if (head.find(" 200 ") == std::string::npos) return false;
-    ctx_ = SSL_CTX_new(TLS_client_method());
-    SSL_CTX_load_verify_locations(ctx_, ca.c_str(), nullptr);
-    SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
-    ssl_ = SSL_new(ctx_);
-    SSL_set_fd(ssl_, fd_);
-    SSL_set_tlsext_host_name(ssl_, "api.test");
-    SSL_set1_host(ssl_, "api.test");
-    return SSL_connect(ssl_) == 1;
+    return raw_.start_tls("api.test", ca);
   }
-  bool write(const char* p, size_t n) {
-    while (n > 0) {
-      size_t w = 0;
-      if (SSL_write_ex(ssl_, p, n, &w) != 1) return false;
-      p += w;
-      n -= w;
-    }
-    return true;
-  }
+  bool write(const char* p, size_t n) { return raw_.send(p, n); }
   // Reads a response head; leaves any body bytes that came with it in `rest`.
   bool read_head(std::string& head, std::string& rest) {
     std::string got;
     char buf[16384];
     while (got.find("\r\n\r\n") == std::string::npos) {
-      size_t n = 0;
-      if (SSL_read_ex(ssl_, buf, sizeof buf, &n) != 1) return false;
+      size_t n = read_some(buf, sizeof buf);
+      if (n == 0) return false;
       got.append(buf, n);
     }
     size_t e = got.find("\r\n\r\n") + 4;
@@ -114,15 +76,12 @@ class Client {
   }
   // Up to `max` bytes; 0 = closed or failed.
   size_t read_some(char* buf, size_t max) {
-    size_t n = 0;
-    if (SSL_read_ex(ssl_, buf, max, &n) != 1) return 0;
-    return n;
+    int n = raw_.read_some(buf, static_cast<int>(max));
+    return n > 0 ? static_cast<size_t>(n) : 0;
   }
 
  private:
-  int fd_ = -1;
-  SSL_CTX* ctx_ = nullptr;
-  SSL* ssl_ = nullptr;
+  e2e::RawClient raw_;
 };
 
 // Samples RSS every `every` bytes and keeps the highest value seen.
@@ -137,18 +96,13 @@ struct RssWatch {
   }
 };
 
-class ScaleE2E : public ::testing::Test {
+class ScaleE2E : public e2e::GatewayFixture {
  protected:
   void SetUp() override {
     std::signal(SIGPIPE, SIG_IGN);
-    char tmpl[] = "/tmp/cordon-gw-scale-XXXXXX";
-    tmp = mkdtemp(tmpl);
-    upstream = std::make_unique<FakeUpstream>(std::vector<std::string>{"api.test"});
-    upstream_ca = tmp + "/upstream-ca.pem";
-    upstream->ca().write_pem(upstream_ca);
-    certs = std::make_shared<FakeCerts>();
-    gateway_ca = tmp + "/gateway-ca.pem";
-    certs->ca().write_pem(gateway_ca);
+    ASSERT_NO_FATAL_FAILURE(make_tmp("cordon-gw-scale"));
+    start_upstream({"api.test"});
+    make_certs();
     CredentialSpec gh{"github", "github-pat", "Authorization", "Bearer {secret}",
                       TokenMode::kOptional};
     policy = std::make_shared<FakePolicy>();
@@ -164,27 +118,10 @@ class ScaleE2E : public ::testing::Test {
     sandboxes->add("sb1", "secret1", "default");
     auto creds = std::make_shared<FakeCredentials>();
     creds->put_secret("github-pat", kSecret);
-    audit = std::make_shared<MemoryAudit>();
-    GatewayOptions opts;
-    opts.threads = 2;
-    opts.system_trust_store = false;
-    opts.upstream_ca_files = {upstream_ca};
+    GatewayOptions opts = loopback_options(2);
     opts.resolve = {{"api.test", "127.0.0.1"}};
-    auto gw = Gateway::create(opts, {certs, sandboxes, creds, audit});
-    ASSERT_TRUE(gw) << gw.error().message;
-    gateway = std::move(*gw);
-    gateway->set_policy(policy);
-    auto p = gateway->listen_proxy("127.0.0.1:0");
-    ASSERT_TRUE(p) << p.error().message;
-    proxy_port = *p;
-    gateway->start();
+    ASSERT_NO_FATAL_FAILURE(start_proxy_gateway(opts, {certs, sandboxes, creds, audit}, policy));
     authority = "api.test:" + std::to_string(upstream->port());
-  }
-  void TearDown() override {
-    if (gateway) gateway->stop(500);
-    gateway.reset();
-    upstream.reset();
-    if (!tmp.empty()) std::filesystem::remove_all(tmp);
   }
 
   // Warm-up (leaf minted, upstream pooled, allocator arenas touched), then the baseline RSS.
@@ -207,13 +144,18 @@ class ScaleE2E : public ::testing::Test {
     return e2e::rss_kib();
   }
 
-  std::string tmp, upstream_ca, gateway_ca, authority;
-  uint16_t proxy_port = 0;
-  std::unique_ptr<FakeUpstream> upstream;
-  std::shared_ptr<FakeCerts> certs;
+  // Prints and records one transfer's numbers; the RSS growth must stay under the bound.
+  void report(const std::string& what, uint64_t bytes, double secs, long growth) {
+    std::printf("%s: %llu bytes in %.1f s (%.0f MB/s), RSS growth %ld KiB\n", what.c_str(),
+                static_cast<unsigned long long>(bytes), secs,
+                static_cast<double>(bytes) / secs / 1e6, growth);
+    RecordProperty(what + "_seconds", std::to_string(secs));
+    RecordProperty(what + "_rss_growth_kib", std::to_string(growth));
+    EXPECT_LT(growth, kMaxGrowthKib) << "RSS grew by " << growth << " KiB while streaming";
+  }
+
+  std::string authority;
   std::shared_ptr<FakePolicy> policy;
-  std::shared_ptr<MemoryAudit> audit;
-  std::unique_ptr<Gateway> gateway;
 };
 
 TEST_F(ScaleE2E, OneGibDownloadStreamsWithBoundedRss) {
@@ -245,20 +187,11 @@ TEST_F(ScaleE2E, OneGibDownloadStreamsWithBoundedRss) {
   double secs = seconds_since(t0);
   EXPECT_EQ(got, total);
   EXPECT_TRUE(intact);
-  long growth = std::max(rss.peak, e2e::rss_kib()) - base;
-  std::printf("download: %llu bytes in %.1f s (%.0f MB/s), RSS growth %ld KiB\n",
-              static_cast<unsigned long long>(got), secs, static_cast<double>(got) / secs / 1e6,
-              growth);
-  RecordProperty("download_seconds", std::to_string(secs));
-  RecordProperty("download_rss_growth_kib", std::to_string(growth));
-  EXPECT_LT(growth, kMaxGrowthKib) << "RSS grew by " << growth << " KiB while streaming";
+  report("download", got, secs, std::max(rss.peak, e2e::rss_kib()) - base);
   // The gateway audits the request with the bytes it returned.
-  bool audited = false;
-  for (int i = 0; i < 100 && !audited; ++i) {
-    for (const auto& r : audit->records()) audited = audited || r.bytes_down == total;
-    if (!audited) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_TRUE(audited);
+  EXPECT_FALSE(e2e::wait_records(
+                   *audit, [&](const AuditRecord& r) { return r.bytes_down == total; }, 1, 2000)
+                   .empty());
 }
 
 TEST_F(ScaleE2E, OneGibUploadStreamsWithBoundedRss) {
@@ -298,13 +231,7 @@ TEST_F(ScaleE2E, OneGibUploadStreamsWithBoundedRss) {
   EXPECT_NE(rest.find("bytes=" + std::to_string(total) + " sum=" + std::to_string(sum)),
             std::string::npos)
       << rest;
-  long growth = std::max(rss.peak, e2e::rss_kib()) - base;
-  std::printf("upload: %llu bytes in %.1f s (%.0f MB/s), RSS growth %ld KiB\n",
-              static_cast<unsigned long long>(sent), secs, static_cast<double>(sent) / secs / 1e6,
-              growth);
-  RecordProperty("upload_seconds", std::to_string(secs));
-  RecordProperty("upload_rss_growth_kib", std::to_string(growth));
-  EXPECT_LT(growth, kMaxGrowthKib) << "RSS grew by " << growth << " KiB while streaming";
+  report("upload", sent, secs, std::max(rss.peak, e2e::rss_kib()) - base);
   // The upstream saw the injected credential on the upload.
   bool injected = false;
   for (const auto& h : upstream->heads()) {

@@ -3,13 +3,9 @@
 // gateway in explicit-proxy mode on loopback, curl or a raw TLS client as the sandbox, the fake
 // upstream's /reflect endpoints (the request head, values included, echoed in the body).
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 
-#include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <filesystem>
-#include <thread>
 
 #include "common/encoding.h"
 #include "gateway/adapters/adapters.h"
@@ -24,28 +20,20 @@ namespace cordon::gateway {
 namespace {
 
 using e2e::RawClient;
-using testing::FakeCerts;
 using testing::FakeCredentials;
 using testing::FakePolicy;
 using testing::FakeSandboxes;
-using testing::FakeUpstream;
-using testing::MemoryAudit;
 
 constexpr const char* kSecret = "ghp_REFLECTED_SECRET_0123456789";
 
-class ScrubE2E : public ::testing::Test {
+class ScrubE2E : public e2e::GatewayFixture {
  protected:
   void SetUp() override {
     std::signal(SIGPIPE, SIG_IGN);
     if (std::system("curl --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "curl not installed";
-    char tmpl[] = "/tmp/cordon-scrub-e2e-XXXXXX";
-    tmp = mkdtemp(tmpl);
-    upstream = std::make_unique<FakeUpstream>(std::vector<std::string>{"api.test", "raw.test"});
-    upstream_ca = tmp + "/upstream-ca.pem";
-    upstream->ca().write_pem(upstream_ca);
-    certs = std::make_shared<FakeCerts>();
-    gateway_ca = tmp + "/gateway-ca.pem";
-    certs->ca().write_pem(gateway_ca);
+    ASSERT_NO_FATAL_FAILURE(make_tmp("cordon-scrub-e2e"));
+    start_upstream({"api.test", "raw.test"});
+    make_certs();
     CredentialSpec gh{"github", "github-pat", "Authorization", "Bearer {secret}", TokenMode::kOff};
     policy = std::make_shared<FakePolicy>();
     policy->denied_prefixes = {"10.", "169.254."};  // the fake upstream is on loopback
@@ -69,56 +57,30 @@ class ScrubE2E : public ::testing::Test {
     sandboxes->add("sb1", "secret1", "default");
     creds = std::make_shared<FakeCredentials>();
     creds->put_secret("github-pat", kSecret);
-    audit = std::make_shared<MemoryAudit>();
-    opts.threads = 1;
-    opts.system_trust_store = false;
-    opts.upstream_ca_files = {upstream_ca};
+    opts = loopback_options(1);
     opts.resolve = {{"api.test", "127.0.0.1"}, {"raw.test", "127.0.0.1"}};
-    auto gw = Gateway::create(opts, {certs, sandboxes, creds, audit});
-    ASSERT_TRUE(gw) << gw.error().message;
-    gateway = std::move(*gw);
-    gateway->set_policy(policy);
-    auto p = gateway->listen_proxy("127.0.0.1:0");
-    ASSERT_TRUE(p) << p.error().message;
-    proxy_port = *p;
-    gateway->start();
-  }
-  void TearDown() override {
-    if (gateway) gateway->stop(500);
-    gateway.reset();
-    if (!tmp.empty()) std::filesystem::remove_all(tmp);
+    ASSERT_NO_FATAL_FAILURE(start_proxy_gateway(opts, {certs, sandboxes, creds, audit}, policy));
   }
 
   std::string url(const std::string& path, const std::string& host = "api.test") {
-    return "https://" + host + ":" + std::to_string(upstream->port()) + path;
+    return upstream_url(host, path);
   }
   e2e::CurlResult curl(std::vector<std::string> args, bool http11 = true) {
-    std::vector<std::string> base = {
-        "--proxy",      "http://127.0.0.1:" + std::to_string(proxy_port),
-        "--cacert",     gateway_ca,
-        "--proxy-user", "sb1:secret1"};
-    if (http11) base.push_back("--http1.1");  // else curl negotiates h2 (the HTTP/2 relay)
-    base.insert(base.end(), args.begin(), args.end());
-    return e2e::run_curl(base, tmp);
+    // Else curl negotiates h2 (the HTTP/2 relay).
+    if (http11) args.insert(args.begin(), "--http1.1");
+    return proxy_curl(args);
   }
   std::unique_ptr<RawClient> tunnel() {
-    auto c = std::make_unique<RawClient>();
-    EXPECT_TRUE(c->connect_tcp(proxy_port));
-    std::string head =
-        c->connect_tunnel("api.test:" + std::to_string(upstream->port()), "sb1:secret1");
-    EXPECT_NE(head.find(" 200 "), std::string::npos) << head;
+    auto c = open_tunnel("api.test", "sb1:secret1");
     EXPECT_TRUE(c->start_tls("api.test", gateway_ca));
     return c;
   }
   // The audit line of the last request with `reason` (waits briefly: it may follow the answer).
   std::optional<AuditRecord> record_with(const std::string& reason) {
-    for (int i = 0; i < 250; ++i) {
-      auto recs = audit->records();
-      for (auto it = recs.rbegin(); it != recs.rend(); ++it)
-        if (it->kind == "request" && it->reason == reason) return *it;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return std::nullopt;
+    auto recs = e2e::wait_records(
+        *audit, [&](const AuditRecord& r) { return r.kind == "request" && r.reason == reason; });
+    if (recs.empty()) return std::nullopt;
+    return recs.back();
   }
   static uint64_t count_of(const AuditRecord& r, const std::string& name) {
     for (const auto& [k, v] : r.counts)
@@ -151,15 +113,9 @@ class ScrubE2E : public ::testing::Test {
   }
 
   GatewayOptions opts;
-  std::string tmp, upstream_ca, gateway_ca;
-  uint16_t proxy_port = 0;
-  std::unique_ptr<FakeUpstream> upstream;
-  std::shared_ptr<FakeCerts> certs;
   std::shared_ptr<FakePolicy> policy;
   std::shared_ptr<FakeSandboxes> sandboxes;
   std::shared_ptr<FakeCredentials> creds;
-  std::shared_ptr<MemoryAudit> audit;
-  std::unique_ptr<Gateway> gateway;
 };
 
 TEST_F(ScrubE2E, ReflectedSecretIsScrubbedRawJsonAndBase64ContentLengthKept) {
