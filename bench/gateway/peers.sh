@@ -5,6 +5,10 @@
 #   direct     the sandbox talks to nginx itself (the gateway namespace only routes): the limit
 #   cordon     `cordon serve`, transparent listener fed by nftables TPROXY, TLS intercepted,
 #              every request checked and a credential injected, audit log written
+#   nginx      nginx as a plain TLS-terminating reverse proxy (nftables redirect): one worker,
+#              one static certificate, upstream keep-alive and TLS session reuse, no policy, no
+#              audit: the floor for a proxy that terminates TLS both ways (the same nginx setup
+#              as the nginx-h2 column, start_nginx_proxy)
 #   squid      Squid 5 ssl_bump (Debian squid-openssl), intercepting (nftables redirect)
 #   mitmproxy  mitmdump --mode transparent, intercepting (nftables redirect)
 # plus, for cordon: new TLS connections per second (warm leaf cache, `Connection: close` on
@@ -17,6 +21,8 @@
 #              the only upstream protocol nginx's proxy speaks)
 # with CPU per request computed as for wrk, and the goals: cordon's CPU per h2 request <= its
 # CPU per HTTP/1.1 request (same size, from the wrk run), h2 req/s >= 0.5x direct.
+# CPU goals against the peers (HTTP/1.1): cordon's CPU per request <= 1.15x nginx's at 1 KiB and
+# <= 1.0x at 64 KiB, and <= 1/3 of Squid's at 64 KiB.
 #
 # CPU per request: around each throughput run the script reads user+sys time from /proc/PID/stat
 # of the proxy (all its threads, all its child processes such as Squid's certificate helpers),
@@ -37,9 +43,10 @@
 #
 # Usage (root): bench/gateway/peers.sh PATH/TO/cordon
 #   env: DURATION=10 (s per throughput run)  CONNS=32  THREADS=2 (wrk)  LAT_DURATION=5 (s, 1 conn)
-#        IDLE=10000 (0 = skip)  PEERS="direct cordon squid mitmproxy"  CPUS=split|shared
+#        IDLE=10000 (0 = skip)  PEERS="direct cordon nginx squid mitmproxy"  CPUS=split|shared
 #        GW_THREADS (cordon io threads; default: the CPUs the proxy gets, 1 in split)
-#        PERF_OUT=/tmp/cordon.perf (perf record of cordon during its throughput runs)
+#        PERF_OUT=/tmp/cordon.perf (perf record of cordon during its throughput runs:
+#          PERF_OUT-1k, PERF_OUT-64k for HTTP/1.1, PERF_OUT-h2-1k, PERF_OUT-h2-64k for h2)
 #        H2=1 (0 = no HTTP/2 table)  H2_CONNS=4  H2_STREAMS=32 (h2load -c, -m)
 #        SKIP_DEPS=1 (do not run scripts/install-deps.sh --bench first)
 set -euo pipefail
@@ -47,7 +54,7 @@ export LC_ALL=C  # numbers with a decimal point (awk, `times`)
 here=$(cd "$(dirname "$0")" && pwd)
 cordon=$(realpath "${1:?usage: peers.sh PATH/TO/cordon}")
 DURATION=${DURATION:-10} CONNS=${CONNS:-32} THREADS=${THREADS:-2} LAT_DURATION=${LAT_DURATION:-5}
-IDLE=${IDLE:-10000} PEERS=${PEERS:-"direct cordon squid mitmproxy"} CPUS=${CPUS:-split}
+IDLE=${IDLE:-10000} PEERS=${PEERS:-"direct cordon nginx squid mitmproxy"} CPUS=${CPUS:-split}
 H2=${H2:-1} H2_CONNS=${H2_CONNS:-4} H2_STREAMS=${H2_STREAMS:-32}
 case $CPUS in
   split | shared) ;;
@@ -324,16 +331,18 @@ check_path() {  # check_path NAME CA: one request with the CA the answer must ch
     --cacert "$2" https://api.bench/1k || true)
   [ "$got" = "200 1024" ] || die "$1: a check request through the path failed ($got)"
 }
+perf_start() {  # perf_start TAG: profile cordon for DURATION s into PERF_OUT-TAG (sets perf_pid)
+  if [ -n "${PERF_OUT:-}" ] && command -v perf >/dev/null; then
+    perf record -q -g -o "$PERF_OUT-$1" -p "$cordon_pid" -- sleep "$DURATION" 2>/dev/null &
+    perf_pid=$!
+  fi
+}
 measure() {  # measure NAME: throughput (CONNS) and latency (1 connection) for both sizes
   local name=$1 size f
   for size in 1k 64k; do
     f="$tmp/wrk-$name-$size"
     local perf_pid=""
-    if [ -n "${PERF_OUT:-}" ] && [ "$name" = cordon ] && command -v perf >/dev/null; then
-      # Profile of the gateway under this load (perf report -i PERF_OUT-SIZE).
-      perf record -q -g -o "$PERF_OUT-$size" -p "$cordon_pid" -- sleep "$DURATION" 2>/dev/null &
-      perf_pid=$!
-    fi
+    if [ "$name" = cordon ]; then perf_start "$size"; fi
     local ng0 px0="" pw0="" t0 b0 ng1 px1="" pw1="" t1 b1
     ng0=$(cpu_s "$nginx_pid")
     [ -n "$proxy_pid" ] && px0=$(cpu_s "$proxy_pid") && pw0=$(waited_s "$proxy_pid")
@@ -398,6 +407,67 @@ run_cordon() {
   in_gw curl -s http://127.0.0.1:15002/metrics >"$tmp/cordon-metrics.txt" || true
   unsteer
   stop_cordon
+}
+
+# ---- nginx as a plain TLS-terminating reverse proxy (the nginx and nginx-h2 columns) -----------
+# One worker, one static certificate (self-signed for api.bench: the client trusts it as its
+# CA), HTTP/1.1 keep-alive to the upstream with TLS session reuse (the only upstream protocol
+# nginx's proxy speaks), no policy, no audit.
+nginx_proxy_pid=""
+start_nginx_proxy() {  # start_nginx_proxy NAME LISTEN ("ssl", "ssl http2"): steered, proxy_pid set
+  local name=$1 listen=$2 d=$tmp/$1
+  mkdir -p "$d/tmp"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+    -subj '/CN=api.bench' -addext 'subjectAltName=DNS:api.bench' -keyout "$d/key.pem" \
+    -out "$d/cert.pem" 2>/dev/null
+  chmod 755 "$d"
+  cat >"$d/nginx.conf" <<EOF
+worker_processes 1;
+pid $d/nginx.pid;
+error_log $d/nginx.err warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $d/tmp; proxy_temp_path $d/tmp; fastcgi_temp_path $d/tmp;
+  uwsgi_temp_path $d/tmp; scgi_temp_path $d/tmp;
+  upstream origin { server 198.51.100.10:443; keepalive 64; }
+  server {
+    listen 15443 $listen;  # every address: nft redirect delivers to 192.0.2.1
+    ssl_certificate $d/cert.pem;
+    ssl_certificate_key $d/key.pem;
+    keepalive_requests 10000000;
+    keepalive_timeout 300s;
+    location / {
+      proxy_pass https://origin;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host api.bench;
+      proxy_ssl_server_name on;
+      proxy_ssl_name api.bench;
+      proxy_ssl_verify on;
+      proxy_ssl_trusted_certificate $tmp/up-ca.pem;
+      proxy_ssl_session_reuse on;
+    }
+  }
+}
+EOF
+  "${px_pin[@]}" ip netns exec "$gw" nginx -c "$d/nginx.conf" -g 'daemon off;' 2>"$d/log" &
+  nginx_proxy_pid=$!
+  pids+=("$nginx_proxy_pid")
+  if ! wait_port "$gw" 127.0.0.1:15443; then
+    SKIP[$name]="nginx proxy did not start: $(cat "$d/log" "$d/nginx.err" 2>/dev/null | tail -1)"
+    kill_wait "$nginx_proxy_pid"; nginx_proxy_pid=""; return 1
+  fi
+  proxy_pid=$nginx_proxy_pid
+  steer_redirect 15443
+}
+stop_nginx_proxy() { unsteer; kill_wait "$nginx_proxy_pid"; nginx_proxy_pid="" proxy_pid=""; }
+
+run_nginx() {
+  start_nginx_proxy nginx ssl || return 0
+  check_path nginx "$tmp/nginx/cert.pem"
+  measure nginx
+  stop_nginx_proxy
 }
 
 run_squid() {
@@ -532,11 +602,14 @@ h2_measure() {  # h2_measure NAME (proxy_pid: the proxy under test, empty for di
   local name=$1 size f ng0 ng1 px0="" px1=""
   for size in 1k 64k; do
     f="$tmp/h2load-$name-$size"
+    local perf_pid=""
+    if [ "$name" = cordon ]; then perf_start "h2-$size"; fi
     ng0=$(cpu_s "$nginx_pid")
     [ -n "$proxy_pid" ] && px0=$(cpu_s "$proxy_pid")
     h2load_run "$f" "https://api.bench/$size"
     ng1=$(cpu_s "$nginx_pid")
     [ -n "$proxy_pid" ] && px1=$(cpu_s "$proxy_pid")
+    [ -n "$perf_pid" ] && wait "$perf_pid" 2>/dev/null
     H2RPS[$name,$size]=$(awk '/^finished in/ { gsub(",", ""); printf "%.0f", $4 }' "$f")
     H2REQS[$name,$size]=$(awk '/^requests:/ { print $8; exit }' "$f")
     H2FAIL[$name,$size]=$(awk '/^requests:/ { print $10 + $12 + $14; exit }' "$f")
@@ -565,54 +638,9 @@ run_h2() {
     stop_cordon
   fi
   note "== h2 nginx-h2 (TLS-terminating h2 proxy)"
-  local d=$tmp/nginx-h2
-  mkdir -p "$d/tmp"
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-    -subj '/CN=api.bench' -addext 'subjectAltName=DNS:api.bench' -keyout "$d/key.pem" \
-    -out "$d/cert.pem" 2>/dev/null
-  chmod 755 "$d"
-  cat >"$d/nginx.conf" <<EOF
-worker_processes 1;
-pid $d/nginx.pid;
-error_log $d/nginx.err warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $d/tmp; proxy_temp_path $d/tmp; fastcgi_temp_path $d/tmp;
-  uwsgi_temp_path $d/tmp; scgi_temp_path $d/tmp;
-  upstream origin { server 198.51.100.10:443; keepalive 64; }
-  server {
-    listen 15443 ssl http2;  # every address: nft redirect delivers to 192.0.2.1
-    ssl_certificate $d/cert.pem;
-    ssl_certificate_key $d/key.pem;
-    keepalive_requests 10000000;
-    location / {
-      proxy_pass https://origin;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Host api.bench;
-      proxy_ssl_server_name on;
-      proxy_ssl_name api.bench;
-      proxy_ssl_verify on;
-      proxy_ssl_trusted_certificate $tmp/up-ca.pem;
-      proxy_ssl_session_reuse on;
-    }
-  }
-}
-EOF
-  "${px_pin[@]}" ip netns exec "$gw" nginx -c "$d/nginx.conf" -g 'daemon off;' 2>"$d/log" &
-  local pid=$!
-  pids+=("$pid")
-  if ! wait_port "$gw" 127.0.0.1:15443; then
-    SKIP[nginx-h2]="nginx proxy did not start: $(cat "$d/log" "$d/nginx.err" 2>/dev/null | tail -1)"
-    kill_wait "$pid"; return
-  fi
-  proxy_pid=$pid
-  steer_redirect 15443
+  start_nginx_proxy nginx-h2 "ssl http2" || return 0
   h2_measure nginx-h2
-  unsteer
-  kill_wait "$pid"
-  proxy_pid=""
+  stop_nginx_proxy
 }
 
 CONN_DIRECT=0 CONN_CORDON=0 CONN_CORDON_CPU="-"
@@ -621,6 +649,7 @@ for p in $PEERS; do
   case $p in
     direct) run_direct ;;
     cordon) run_cordon ;;
+    nginx) run_nginx ;;
     squid) run_squid ;;
     mitmproxy) run_mitmproxy ;;
     *) die "unknown peer $p" ;;
@@ -636,13 +665,13 @@ printf '\ncordon peers benchmark: keep-alive HTTPS GET through each path, wrk %s
   "$THREADS" "$CONNS" "$DURATION"
 printf 'latency (c=1): one connection, %s s; load average at start %s, at end %s\n' \
   "$LAT_DURATION" "$LOAD_START" "$(cut -d' ' -f1-3 /proc/loadavg)"
-printf 'CPU layout %s; cordon --threads %s; nginx 2 workers\n' "$LAYOUT" "$GW_THREADS"
+printf 'CPU layout %s; cordon --threads %s; upstream nginx 2 workers, nginx proxy columns 1 worker\n' "$LAYOUT" "$GW_THREADS"
 [ -n "$LAYOUT_NOTE" ] && printf 'note: %s\n' "$LAYOUT_NOTE"
 printf 'CPU us/req: user+sys time of the process (tree) during the throughput run / requests completed;\n'
 printf 'CPU %%: of one CPU over that run; proxy waited: runnable, not running. On the CPUs the column uses:\n'
 printf 'softirq, packet work charged to no process; others+steal, every other process and the hypervisor\n'
 printf '(how to read them: bench/gateway/README.md)\n\n'
-cols=(direct cordon squid mitmproxy)
+cols=(direct cordon nginx squid mitmproxy)
 printf '%-30s' ""; for c in "${cols[@]}"; do printf '%14s' "$c"; done; printf '\n'
 row() {  # row LABEL FUNC
   printf '%-30s' "$1"
@@ -721,6 +750,25 @@ if [[ " $PEERS " == *" squid "* && -z "${SKIP[squid]:-}" ]]; then
     r=$(awk -v a="${RPS[cordon,$size]:-0}" -v b="${RPS[squid,$size]:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print 0 }')
     printf '  cordon >= 3x squid,               %-4s %6sx  %s\n' "$size" "$r" "$(verdict "$r >= 3")"
   done
+fi
+cpu_ratio() {  # cpu_ratio PEER SIZE: cordon's proxy CPU per request / PEER's ("" if unknown)
+  local a b
+  a=$(per_req_us "${PX_CPU[cordon,$2]:-}" "${REQS[cordon,$2]:-0}")
+  b=$(per_req_us "${PX_CPU[$1,$2]:-}" "${REQS[$1,$2]:-0}")
+  awk -v a="$a" -v b="$b" 'BEGIN { if (a != "-" && b != "-" && b > 0) printf "%.2f", a / b }'
+}
+if [[ " $PEERS " == *" cordon "* && " $PEERS " == *" nginx "* && -z "${SKIP[nginx]:-}" ]]; then
+  for size in 1k 64k; do
+    goal=$([ $size = 1k ] && echo 1.15 || echo 1.00)
+    r=$(cpu_ratio nginx $size)
+    printf '  cordon CPU/req <= %sx nginx CPU,  %-4s %6sx  %s\n' "$goal" "$size" "${r:--}" \
+      "$(if [ -n "$r" ]; then verdict "$r <= $goal"; else echo -; fi)"
+  done
+fi
+if [[ " $PEERS " == *" cordon "* && " $PEERS " == *" squid "* && -z "${SKIP[squid]:-}" ]]; then
+  r=$(cpu_ratio squid 64k)
+  printf '  cordon CPU/req <= 1/3 squid CPU,   64k  %6sx  %s\n' "${r:--}" \
+    "$(if [ -n "$r" ]; then verdict "$r <= 1 / 3"; else echo -; fi)"
 fi
 if [ -n "${IDLE_PER:-}" ]; then
   printf '  idle connection < 64 KiB RSS,          %6s KiB %s\n' "$IDLE_PER" \

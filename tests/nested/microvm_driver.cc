@@ -5,12 +5,20 @@
 // pause (snapshot to disk, monitor gone) and resume with the disk's writes intact, destroy.
 // Every result line starts with "MICROVM"; the last is "MICROVM-RESULT: PASS" or "... FAIL <why>".
 //
+// With --bench ROUNDS it measures instead (bench/sandbox/microvm_nested.sh): create -> first
+// command's output for the template's cold boot, for ROUNDS clones one at a time and for
+// --concurrency N clones at once, and ROUNDS commands in a running clone; one "MICROVM-BENCH"
+// line per row. The times are TCG-emulated (the inner machine runs under qemu -accel tcg).
+//
 // usage: microvm_driver --vmm P --kernel P --initrd P --image P --work DIR --http-port N
+//                       [--bench ROUNDS [--concurrency N]]
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -50,10 +58,14 @@ struct Watchdog {
   int budget_s = 60;
 };
 Watchdog watchdog;
+// Set in the bench's concurrent workers: the one step around the whole group is the budget
+// there, and the workers' own steps would overwrite each other's.
+thread_local bool in_group = false;
 
 class Step {
  public:
   Step(const std::string& what, int budget_s) {
+    if (in_group) return;
     std::lock_guard lock(watchdog.mu);
     previous_ = watchdog.step;
     watchdog.step = what;
@@ -61,6 +73,7 @@ class Step {
     watchdog.deadline = Clock::now() + std::chrono::seconds(budget_s);
   }
   ~Step() {
+    if (in_group) return;
     std::lock_guard lock(watchdog.mu);
     watchdog.step = previous_ + " (after a step)";
     watchdog.deadline = Clock::now() + std::chrono::seconds(60);
@@ -187,11 +200,168 @@ int count_monitors() {
   return n;
 }
 
+// --- bench mode ------------------------------------------------------------------------------
+
+struct Stats {
+  size_t n = 0;
+  double p50 = 0, p99 = 0;
+};
+
+// Nearest rank: with fewer than 100 samples p99 is the maximum.
+Stats stats(std::vector<double> v) {
+  Stats s;
+  s.n = v.size();
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  auto rank = [&](double q) { return v[size_t(std::ceil(q * double(v.size()))) - 1]; };
+  s.p50 = rank(0.5);
+  s.p99 = rank(0.99);
+  return s;
+}
+
+void bench_line(const char* key, const std::vector<double>& total,
+                const std::vector<double>& create) {
+  Stats t = stats(total), c = stats(create);
+  std::printf("MICROVM-BENCH %s n=%zu p50_ms=%.1f p99_ms=%.1f create_p50_ms=%.1f\n", key, t.n,
+              t.p50, t.p99, c.p50);
+  std::fflush(stdout);
+}
+
+// As the manager: /init is the readiness probe (no /health first); the agent may still be getting
+// back to accept() after the restore, so connecting is retried.
+void bench_init(const Sandbox& s) {
+  Step step("agent /init of " + s.b.id, 90);
+  auto t0 = Clock::now();
+  const std::string uds = microvm_vsock_path(s.b.dir);
+  auto fd = vsock_uds_connect(uds, kMicrovmAgentPort, kAgentCallTimeoutMs);
+  while (!fd && ms_since(t0) < 30000) {
+    usleep(20 * 1000);
+    fd = vsock_uds_connect(uds, kMicrovmAgentPort, kAgentCallTimeoutMs);
+  }
+  if (!fd) fail_test("connect agent of " + s.b.id + " for 30 s: " + fd.error().message);
+  AgentInit init;
+  init.access_token = token;
+  if (auto st = agent_init(*fd, init, kAgentCallTimeoutMs); !st)
+    fail_test("agent /init of " + s.b.id + ": " + st.error().message);
+}
+
+struct Sample {
+  double total_ms = 0;   // start() -> first command's output
+  double create_ms = 0;  // start() alone: restore (or boot) + reseed + SETUP
+};
+
+// One create -> first command's output; the namespace is made before the clock starts.
+Sample create_and_echo(Backend& backend, const Sandbox& s, int budget_s) {
+  Sample r;
+  auto t0 = Clock::now();
+  auto st = [&] {
+    Step step("bench start " + s.b.id, budget_s);
+    return backend.start(s.b);
+  }();
+  if (!st) fail_test("start " + s.b.id + ": " + st.error().message);
+  r.create_ms = ms_since(t0);
+  bench_init(s);
+  std::string out = run(s, {"/bin/echo", "ready"});
+  r.total_ms = ms_since(t0);
+  if (out != "ready") fail_test("first command in " + s.b.id + " said '" + out + "'");
+  return r;
+}
+
+// MemAvailable of the inner machine in MiB (what bounds the concurrency there), -1 if unknown.
+long mem_available_mib() {
+  long kib = -1;
+  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[128];
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "MemAvailable: %ld kB", &kib) == 1) break;
+    std::fclose(f);
+  }
+  return kib < 0 ? -1 : kib / 1024;
+}
+
+void dispose(Backend& backend, const Sandbox& s) {
+  if (auto d = backend.destroy(s.b); !d) fail_test("destroy " + s.b.id + ": " + d.error().message);
+  if (auto d = delete_netns_sandbox(s.ns.name); !d) fail_test("netns: " + d.error().message);
+}
+
+int run_bench(Backend& backend, const std::string& work, const std::string& image, int rounds,
+              int conc) {
+  std::printf("MICROVM-BENCH-CONFIG rounds=%d concurrency=%d guest_mem_mib=128 (TCG-emulated)\n",
+              rounds, conc);
+  // The template's cold boot: the first start boots, snapshots, stops it, then restores a clone.
+  Sandbox a = make("bt", work, image);
+  Sample cold = create_and_echo(backend, a, 420);
+  bench_line("template_cold", {cold.total_ms}, {cold.create_ms});
+
+  std::vector<double> cmd;
+  for (int i = 0; i < rounds; ++i) {
+    auto t0 = Clock::now();
+    if (std::string out = run(a, {"/bin/echo", "ready"}); out != "ready")
+      fail_test("command in bt said '" + out + "'");
+    cmd.push_back(ms_since(t0));
+  }
+  bench_line("command_running", cmd, {});
+
+  std::vector<double> total, create;
+  for (int i = 0; i < rounds; ++i) {
+    Sandbox c = make("bc" + std::to_string(i), work, image);
+    Sample r = create_and_echo(backend, c, 150);
+    total.push_back(r.total_ms);
+    create.push_back(r.create_ms);
+    dispose(backend, c);
+  }
+  bench_line("clone_c1", total, create);
+  // The template-only estimate: the cold create minus what a clone's create costs.
+  std::printf(
+      "MICROVM-BENCH template_boot_snapshot_est n=1 p50_ms=%.1f p99_ms=%.1f "
+      "create_p50_ms=0\n",
+      cold.create_ms - stats(create).p50, cold.create_ms - stats(create).p50);
+
+  std::printf("MICROVM-BENCH-MEM running=1 mem_available_mib=%ld\n", mem_available_mib());
+  std::vector<Sandbox> group;
+  for (int i = 0; i < conc; ++i) group.push_back(make("bk" + std::to_string(i), work, image));
+  std::vector<Sample> got(static_cast<size_t>(conc));
+  {
+    // One emulated CPU: N clones at once take about N times one (10-40 s each under TCG).
+    Step step("bench " + std::to_string(conc) + " concurrent clones", 60 + 60 * conc);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < conc; ++i)
+      threads.emplace_back([&, i] {
+        in_group = true;
+        got[size_t(i)] = create_and_echo(backend, group[size_t(i)], 60 + 60 * conc);
+      });
+    for (auto& t : threads) t.join();
+  }
+  total.clear();
+  create.clear();
+  for (const Sample& r : got) {
+    total.push_back(r.total_ms);
+    create.push_back(r.create_ms);
+  }
+  bench_line("clone_cN", total, create);
+  std::printf("MICROVM-BENCH-MEM running=%d mem_available_mib=%ld\n", conc + 1,
+              mem_available_mib());
+  for (const Sandbox& s : group) dispose(backend, s);
+  dispose(backend, a);
+  if (int n = count_monitors(); n != 0) fail_test(std::to_string(n) + " monitors left running");
+  std::printf("MICROVM-RESULT: PASS\n");
+  return 0;
+}
+
+// A decimal count; -1 for anything else (the caller's range check names the flag).
+int parse_count(const std::string& v) {
+  char* end = nullptr;
+  long n = std::strtol(v.c_str(), &end, 10);
+  return v.empty() || *end != '\0' || n < 0 || n > 100000 ? -1 : int(n);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   MicrovmOptions o;
   std::string image, work, port = "8080";
+  bool bench = false;  // without --bench: the test
+  int bench_rounds = 0, bench_conc = 4;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
     if (a == "--vmm")
@@ -206,15 +376,23 @@ int main(int argc, char** argv) {
       work = v;
     else if (a == "--http-port")
       port = v;
+    else if (a == "--bench")
+      bench = true, bench_rounds = parse_count(v);
+    else if (a == "--concurrency")
+      bench_conc = parse_count(v);
     else
       fail_test("unknown argument " + a);
   }
+  if (bench && (bench_rounds < 1 || bench_rounds > 1000 || bench_conc < 1 || bench_conc > 16))
+    fail_test("microvm_driver: --bench wants 1..1000 rounds and --concurrency 1..16, got " +
+              std::to_string(bench_rounds) + " and " + std::to_string(bench_conc));
   o.cache_dir = work + "/cache";
   if (auto st = ensure_directory(work, 0700); !st) fail_test(st.error().message);
   if (auto st = microvm_available(o); !st) fail_test("backend unavailable: " + st.error().message);
   std::printf("MICROVM: backend available on this (inner) host\n");
   auto backend = make_microvm_backend(o);
   start_watchdog();
+  if (bench) return run_bench(*backend, work, image, bench_rounds, bench_conc);
 
   // 1. The first sandbox boots the template, snapshots it, and restores its own clone.
   Sandbox a = make("sba", work, image);

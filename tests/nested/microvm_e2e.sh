@@ -7,10 +7,12 @@
 #
 # usage: microvm_e2e.sh --work DIR --vmm CORDON_VMM_STATIC --init CORDON_MICROVM_INIT
 #                       --agent CORDON_AGENT --driver MICROVM_DRIVER [--timeout SECONDS]
+#                       [--bench ROUNDS [--concurrency N]]   (the driver's bench mode instead,
+#                                                           bench/sandbox/microvm_nested.sh)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-work="" vmm="" init="" agent="" driver="" timeout_s=840
+work="" vmm="" init="" agent="" driver="" timeout_s=840 bench_cmdline=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --work) work=$2; shift 2 ;;
@@ -19,6 +21,8 @@ while [ $# -gt 0 ]; do
     --agent) agent=$2; shift 2 ;;
     --driver) driver=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
+    --bench) bench_cmdline="$bench_cmdline microvm.bench=$2"; shift 2 ;;
+    --concurrency) bench_cmdline="$bench_cmdline microvm.bench_conc=$2"; shift 2 ;;
     *) echo "microvm_e2e.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -133,7 +137,7 @@ start=$(date +%s)
 set +e
 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -accel tcg -cpu max -smp 1 -m 2048 \
   -nographic -no-reboot -nic none -kernel "$kernel" -initrd "$out/inner.cpio" \
-  -append "console=ttyS0 quiet panic=-1 ${NESTED_EXTRA_CMDLINE:-}" \
+  -append "console=ttyS0 quiet panic=-1${bench_cmdline} ${NESTED_EXTRA_CMDLINE:-}" \
   < /dev/null 2>&1 | tee "$out/console.log" | sed -u -e 's/\r//g' -e '/^\s*$/d'
 qrc=${PIPESTATUS[0]}
 set -e

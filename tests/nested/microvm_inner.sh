@@ -30,9 +30,18 @@ ip link set lo up
 echo 'advise' > /sys/kernel/mm/transparent_hugepage/shmem_enabled
 httpd -p 8080 -h /www || finish "FAIL httpd"
 
+# microvm_e2e.sh --bench: microvm.bench=ROUNDS microvm.bench_conc=N select the driver's bench mode.
+bench_args=""
+for w in $(cat /proc/cmdline); do
+  case "$w" in
+    microvm.bench=*) bench_args="$bench_args --bench ${w#microvm.bench=}" ;;
+    microvm.bench_conc=*) bench_args="$bench_args --concurrency ${w#microvm.bench_conc=}" ;;
+  esac
+done
+
 t0=$(cut -d' ' -f1 /proc/uptime)
 /bin/microvm_driver --vmm /bin/cordon-vmm --kernel /guest/vmlinuz --initrd /guest/initrd.cpio \
-  --image /guest/rootfs.ext4 --work /work/sandboxes --http-port 8080 > /dev/console 2>&1
+  --image /guest/rootfs.ext4 --work /work/sandboxes --http-port 8080 $bench_args > /dev/console 2>&1
 rc=$?
 echo "MICROVM: driver exited $rc after $(awk -v a=$t0 -v b=$(cut -d' ' -f1 /proc/uptime) 'BEGIN { printf "%.1f", b - a }') s (inner clock)"
 if [ $rc -ne 0 ]; then
