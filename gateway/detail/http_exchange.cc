@@ -280,6 +280,7 @@ awaitable<ExchangeEnd> relay_response(Exchange& e, std::unique_ptr<UpstreamConn>
   rr.websocket = e.v.websocket;
   rr.scrub_values = &e.v.scrub_values;
   rr.body_secrets = e.scrubbing ? &x.connection_secrets : nullptr;
+  if (e.scrubbing) rr.body_patterns = x.scrub_patterns.get(x.connection_secrets);
   rr.dropped_trailers = &e.v.dropped_trailers;
   ResponseRelay relay(*up->stream, *x.client.stream, *x.client.deadline, x.client.limits(), rr);
   co_await relay.run();

@@ -13,6 +13,7 @@
 
 #include "gateway/detail/client_connection.h"
 #include "gateway/detail/http_parser.h"
+#include "gateway/stages/body_scrubber.h"
 
 namespace cordon::gateway::detail {
 
@@ -29,6 +30,7 @@ struct ExchangeContext {
   // Every secret value injected on this connection so far: response bodies are scrubbed of all
   // of them (an upstream may echo an earlier request's credential), bounded by kMaxScrubSecrets.
   std::vector<std::string> connection_secrets;
+  ScrubPatternCache scrub_patterns;  // of connection_secrets
 };
 
 // The audit record of a request on this connection (kind "request"), before any decision.

@@ -88,7 +88,9 @@ awaitable<ResponseRelay::HeadStep> ResponseRelay::take_head() {
       fail("unscannable_content_encoding");
       co_return HeadStep::kStop;
     }
-    scrub_.emplace(*req_.body_secrets, coding,
+    auto patterns = req_.body_patterns ? req_.body_patterns
+                                       : std::make_shared<const ScrubPatterns>(*req_.body_secrets);
+    scrub_.emplace(std::move(patterns), coding,
                    resp_.head().chunked || coding != BodyCoding::kIdentity);
   }
   batch_ = render_final_head(resp_.head());

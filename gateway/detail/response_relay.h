@@ -32,6 +32,8 @@ struct RelayRequest {
   // Set when response bodies are scrubbed: every secret injected on the connection so far
   // (also what final heads are scrubbed of then).
   const std::vector<std::string>* body_secrets = nullptr;
+  // Their scrub patterns, built once per connection (null: built from body_secrets here).
+  std::shared_ptr<const ScrubPatterns> body_patterns;
   const std::vector<std::string>* dropped_trailers = nullptr;  // trailers the request dropped
 };
 

@@ -14,6 +14,7 @@
 #include "gateway/detail/impl.h"
 #include "gateway/h2/client_session.h"
 #include "gateway/h2/server_session.h"
+#include "gateway/stages/body_scrubber.h"
 
 namespace cordon::gateway::detail {
 
@@ -107,6 +108,7 @@ struct H2Conn {
   // Every secret injected on this connection (bounded, remember_secrets): an upstream may echo
   // one stream's credential in another stream's body.
   std::vector<std::string> secrets;
+  ScrubPatternCache scrub_patterns;  // of `secrets`
   // h2 upstream connections: the one new streams use, all that still run, and the gate that
   // lets one stream connect while the others wait for it.
   std::shared_ptr<UpstreamH2> link;

@@ -220,7 +220,7 @@ bool client_room(H2Conn& c, StreamTask& t) {
 // body cannot be checked.
 bool start_scrub(H2Conn& c, StreamTask& t, H2Pump& p, MessageHead& mh) {
   BodyCoding coding = body_coding(mh.headers);
-  p.scrub.emplace(c.secrets, coding, /*chunked_out=*/false);
+  p.scrub.emplace(c.scrub_patterns.get(c.secrets), coding, /*chunked_out=*/false);
   if (p.scrub->failed()) {
     p.fail = p.scrub->error();
     return false;
@@ -392,8 +392,8 @@ awaitable<std::shared_ptr<UpstreamH2>> h2_link_for(H2Conn& c, StreamJob& job,
 
   c.link_connecting = true;
   UpstreamError err;
-  auto conn = co_await connect_upstream(impl, c.worker, *job.cfg->policy, job.v.host, job.v.port, true,
-                                        *t.deadline, t.connecting, err, /*offer_h2=*/true);
+  auto conn = co_await connect_upstream(impl, c.worker, *job.cfg->policy, job.v.host, job.v.port,
+                                        true, *t.deadline, t.connecting, err, /*offer_h2=*/true);
   t.connecting = nullptr;
   c.link_connecting = false;
   c.link_gate.cancel();

@@ -131,7 +131,7 @@ awaitable<void> relay_response(H2Conn& c, StreamJob& job, ByteStream& us, HttpPa
             r.fail_reason = "unscannable_content_encoding";
             break;
           }
-          scrub.emplace(c.secrets);
+          scrub.emplace(c.scrub_patterns.get(c.secrets));
         }
         h2::H2ResponseHead rh = h2::to_h2_response(resp.head(), job.v.scrub_values);
         if (!c.sess.respond(t.id, status, rh.headers, false)) break;
@@ -195,8 +195,8 @@ awaitable<void> forward_http1(H2Conn& c, StreamJob& job,
   std::unique_ptr<UpstreamConn> up = std::move(preconnected);
   if (!up) {
     UpstreamError err;
-    up = co_await connect_upstream(impl, c.worker, *job.cfg->policy, v.host, v.port, true, *t->deadline,
-                                   t->connecting, err);
+    up = co_await connect_upstream(impl, c.worker, *job.cfg->policy, v.host, v.port, true,
+                                   *t->deadline, t->connecting, err);
     t->connecting = nullptr;
     if (!up && !t->cancelled) {
       impl.metrics.upstream_errors++;

@@ -98,7 +98,11 @@ struct ScrubbingBodyRelay::Inflater {
 
 ScrubbingBodyRelay::ScrubbingBodyRelay(const std::vector<std::string>& secrets, BodyCoding coding,
                                        bool chunked_out)
-    : scrubber_(secrets), coding_(coding), chunked_out_(chunked_out) {
+    : ScrubbingBodyRelay(std::make_shared<const ScrubPatterns>(secrets), coding, chunked_out) {}
+
+ScrubbingBodyRelay::ScrubbingBodyRelay(std::shared_ptr<const ScrubPatterns> patterns,
+                                       BodyCoding coding, bool chunked_out)
+    : scrubber_(std::move(patterns)), coding_(coding), chunked_out_(chunked_out) {
   if (coding_ == BodyCoding::kUnsupported) {
     error_ = "unscannable_content_encoding";
   } else if (coding_ != BodyCoding::kIdentity) {

@@ -48,6 +48,9 @@ class ScrubbingBodyRelay {
   // is decoded and its length unknown); else the scrubbed bytes are output as they are (a
   // Content-Length or EOF-delimited identity body, HTTP/2 DATA). kUnsupported: failed() at once.
   ScrubbingBodyRelay(const std::vector<std::string>& secrets, BodyCoding coding, bool chunked_out);
+  // The same with patterns built before (ScrubPatternCache: one build per connection).
+  ScrubbingBodyRelay(std::shared_ptr<const ScrubPatterns> patterns, BodyCoding coding,
+                     bool chunked_out);
   ~ScrubbingBodyRelay();
   ScrubbingBodyRelay(const ScrubbingBodyRelay&) = delete;
   ScrubbingBodyRelay& operator=(const ScrubbingBodyRelay&) = delete;

@@ -117,7 +117,7 @@ std::string scrub_forms_text(uint32_t forms) {
   return out;
 }
 
-BodySecretScrubber::BodySecretScrubber(const std::vector<std::string>& secrets) {
+ScrubPatterns::ScrubPatterns(const std::vector<std::string>& secrets) {
   size_t taken = 0;
   for (const auto& s : secrets) {
     if (s.size() < kMinScrubSecretBytes || s.size() > kMaxScrubSecretBytes) continue;
@@ -141,7 +141,23 @@ BodySecretScrubber::BodySecretScrubber(const std::vector<std::string>& secrets) 
   build_index();
 }
 
-void BodySecretScrubber::add(std::string bytes, uint32_t form) {
+std::shared_ptr<const ScrubPatterns> ScrubPatternCache::get(
+    const std::vector<std::string>& secrets) {
+  if (!patterns_ || secrets != secrets_) {
+    patterns_ = std::make_shared<const ScrubPatterns>(secrets);
+    secrets_ = secrets;
+  }
+  return patterns_;
+}
+
+BodySecretScrubber::BodySecretScrubber(const std::vector<std::string>& secrets)
+    : p_(std::make_shared<const ScrubPatterns>(secrets)) {}
+
+BodySecretScrubber::BodySecretScrubber(std::shared_ptr<const ScrubPatterns> patterns)
+    : p_(patterns ? std::move(patterns)
+                  : std::make_shared<const ScrubPatterns>(std::vector<std::string>{})) {}
+
+void ScrubPatterns::add(std::string bytes, uint32_t form) {
   // A raw secret is searched from kMinScrubSecretBytes on; encoded forms (which are longer
   // than the secret, except the base64 cores) from kMinScrubPatternBytes.
   size_t min = form == kScrubRaw ? kMinScrubSecretBytes : kMinScrubPatternBytes;
@@ -151,13 +167,13 @@ void BodySecretScrubber::add(std::string bytes, uint32_t form) {
   patterns_.push_back(Pattern{std::move(bytes), form});
 }
 
-uint64_t BodySecretScrubber::window_key(const char* p) const {
+uint64_t ScrubPatterns::window_key(const char* p) const {
   uint64_t k = 0;
   std::memcpy(&k, p, window_);
   return k;
 }
 
-void BodySecretScrubber::build_index() {
+void ScrubPatterns::build_index() {
   if (patterns_.empty()) return;
   min_len_ = max_len_ = patterns_[0].bytes.size();
   for (const auto& p : patterns_) {
@@ -186,10 +202,10 @@ void BodySecretScrubber::build_index() {
 }
 
 size_t BodySecretScrubber::hold_length(const char* buf, size_t len) const {
-  size_t k = std::min(len, max_len_ - 1);
+  size_t k = std::min(len, p_->max_len_ - 1);
   for (; k > 0; --k) {
     const char* tail = buf + len - k;
-    for (const auto& p : patterns_) {
+    for (const auto& p : p_->patterns_) {
       if (p.bytes.size() > k && p.bytes[0] == tail[0] && std::memcmp(p.bytes.data(), tail, k) == 0)
         return k;
     }
@@ -206,22 +222,23 @@ size_t BodySecretScrubber::scan(char* buf, size_t len, bool final) {
   spans_.clear();
   if (blank_pending_ > 0) spans_.push_back({0, blank_pending_});
   constexpr bool kLittle = std::endian::native == std::endian::little;
-  for (size_t j = 0; j + window_ <= len; j += stride_) {
+  const ScrubPatterns& x = *p_;
+  for (size_t j = 0; j + x.window_ <= len; j += x.stride_) {
     uint64_t key;
     if (kLittle && j + 8 <= len) {
       std::memcpy(&key, buf + j, 8);
-      key &= window_mask_;
+      key &= x.window_mask_;
     } else {
-      key = window_key(buf + j);
+      key = x.window_key(buf + j);
     }
-    uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> (64 - hash_bits_);
-    if (!(bitmap_[h >> 6] & (uint64_t{1} << (h & 63)))) continue;
-    auto it = std::lower_bound(entries_.begin(), entries_.end(), key,
-                               [](const Entry& e, uint64_t k) { return e.key < k; });
-    for (; it != entries_.end() && it->key == key; ++it) {
+    uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> (64 - x.hash_bits_);
+    if (!(x.bitmap_[h >> 6] & (uint64_t{1} << (h & 63)))) continue;
+    auto it = std::lower_bound(x.entries_.begin(), x.entries_.end(), key,
+                               [](const ScrubPatterns::Entry& e, uint64_t k) { return e.key < k; });
+    for (; it != x.entries_.end() && it->key == key; ++it) {
       if (it->offset > j) continue;
       size_t i = j - it->offset;
-      const Pattern& p = patterns_[it->pattern];
+      const ScrubPatterns::Pattern& p = x.patterns_[it->pattern];
       // A start in the held tail is decided by a later call (it is then in the carry).
       if (i >= scan_end || i + p.bytes.size() > len) continue;
       if (std::memcmp(buf + i, p.bytes.data(), p.bytes.size()) != 0) continue;

@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -48,39 +49,25 @@ enum ScrubForm : uint32_t {
 // "raw,base64" for a forms() mask ("" for 0).
 std::string scrub_forms_text(uint32_t forms);
 
-class BodySecretScrubber {
+// What a scrubber searches for: every form of the secrets and the index over them. Immutable
+// once built, so one copy serves every response of a connection (building it costs more than
+// scanning a small response).
+class ScrubPatterns {
  public:
   // Secrets outside [kMinScrubSecretBytes, kMaxScrubSecretBytes], and past kMaxScrubSecrets,
   // are ignored. Duplicates are merged.
-  explicit BodySecretScrubber(const std::vector<std::string>& secrets);
-
-  // False when there is nothing to search for: feed() then copies.
-  bool active() const { return !patterns_.empty(); }
-  // Scrubs `in` (following everything fed before) and appends to `out` every byte that can no
-  // longer be part of a match.
-  void feed(std::string_view in, std::string& out);
-  // End of the body: appends the held-back bytes (scrubbed).
-  void finish(std::string& out);
-
-  // Matches replaced so far, and the encodings they were in (ScrubForm bits).
-  uint64_t matches() const { return matches_; }
-  uint32_t forms() const { return forms_; }
-  // Bytes held back right now, and the most it can ever hold (longest pattern - 1).
-  size_t held() const { return carry_.size(); }
-  size_t max_hold() const { return max_len_ == 0 ? 0 : max_len_ - 1; }
-  size_t pattern_count() const { return patterns_.size(); }
+  explicit ScrubPatterns(const std::vector<std::string>& secrets);
+  bool empty() const { return patterns_.empty(); }
+  size_t size() const { return patterns_.size(); }
 
  private:
+  friend class BodySecretScrubber;
   struct Pattern {
     std::string bytes;
     uint32_t form = 0;
   };
   void add(std::string bytes, uint32_t form);
   void build_index();
-  // Finds the matches starting in buf before the held-back tail and blanks them (up to that
-  // tail); returns the tail's length (0 when `final`).
-  size_t scan(char* buf, size_t len, bool final);
-  size_t hold_length(const char* buf, size_t len) const;
   uint64_t window_key(const char* p) const;
 
   std::vector<Pattern> patterns_;
@@ -96,9 +83,50 @@ class BodySecretScrubber {
     uint32_t pattern;
     uint32_t offset;  // of the window in the pattern
   };
-  std::vector<Entry> entries_;                    // sorted by key
-  std::vector<std::pair<size_t, size_t>> spans_;  // matches of one scan (reused)
+  std::vector<Entry> entries_;  // sorted by key
+};
 
+// The patterns of one connection's secrets, built again only when those secrets change (a
+// connection injects the same one or two secrets into every request).
+class ScrubPatternCache {
+ public:
+  std::shared_ptr<const ScrubPatterns> get(const std::vector<std::string>& secrets);
+
+ private:
+  std::vector<std::string> secrets_;
+  std::shared_ptr<const ScrubPatterns> patterns_;
+};
+
+class BodySecretScrubber {
+ public:
+  // Builds the patterns of `secrets` (see ScrubPatterns), or shares patterns built before.
+  explicit BodySecretScrubber(const std::vector<std::string>& secrets);
+  explicit BodySecretScrubber(std::shared_ptr<const ScrubPatterns> patterns);
+
+  // False when there is nothing to search for: feed() then copies.
+  bool active() const { return !p_->empty(); }
+  // Scrubs `in` (following everything fed before) and appends to `out` every byte that can no
+  // longer be part of a match.
+  void feed(std::string_view in, std::string& out);
+  // End of the body: appends the held-back bytes (scrubbed).
+  void finish(std::string& out);
+
+  // Matches replaced so far, and the encodings they were in (ScrubForm bits).
+  uint64_t matches() const { return matches_; }
+  uint32_t forms() const { return forms_; }
+  // Bytes held back right now, and the most it can ever hold (longest pattern - 1).
+  size_t held() const { return carry_.size(); }
+  size_t max_hold() const { return p_->max_len_ == 0 ? 0 : p_->max_len_ - 1; }
+  size_t pattern_count() const { return p_->size(); }
+
+ private:
+  // Finds the matches starting in buf before the held-back tail and blanks them (up to that
+  // tail); returns the tail's length (0 when `final`).
+  size_t scan(char* buf, size_t len, bool final);
+  size_t hold_length(const char* buf, size_t len) const;
+
+  std::shared_ptr<const ScrubPatterns> p_;
+  std::vector<std::pair<size_t, size_t>> spans_;  // matches of one scan (reused)
   std::string carry_;
   size_t blank_pending_ = 0;  // bytes at the start of carry_ already known to be in a match
   uint64_t matches_ = 0;

@@ -359,5 +359,32 @@ TEST(ScrubbingBodyRelayTest, BrokenAndTruncatedCompressedBodiesFail) {
   }
 }
 
+TEST(ScrubPatternCache, BuildsOncePerSecretSetAndScrubsAsAFreshScrubber) {
+  ScrubPatternCache cache;
+  const std::vector<std::string> one = {"ghp_secretvalue1234"};
+  auto a = cache.get(one);
+  EXPECT_EQ(cache.get(one), a) << "same secrets: the patterns are shared, not rebuilt";
+  auto b = cache.get({"ghp_secretvalue1234", "sk-other-secret-99"});
+  EXPECT_NE(b, a) << "a new secret: rebuilt";
+  EXPECT_GT(b->size(), a->size());
+  // Two scrubbers over the shared patterns keep their own stream state.
+  const std::string body = "x ghp_secretvalue1234 y sk-other-secret-99 z";
+  BodySecretScrubber fresh({"ghp_secretvalue1234", "sk-other-secret-99"});
+  BodySecretScrubber s1(b), s2(b);
+  std::string want, got1, got2;
+  fresh.feed(body, want);
+  fresh.finish(want);
+  s1.feed(body.substr(0, 10), got1);
+  s2.feed(body, got2);
+  s1.feed(body.substr(10), got1);
+  s1.finish(got1);
+  s2.finish(got2);
+  EXPECT_EQ(got1, want);
+  EXPECT_EQ(got2, want);
+  EXPECT_EQ(want.find("secret"), std::string::npos) << want;
+  EXPECT_EQ(s1.matches(), 2u);
+  EXPECT_FALSE(BodySecretScrubber(std::shared_ptr<const ScrubPatterns>()).active());
+}
+
 }  // namespace
 }  // namespace cordon::gateway
