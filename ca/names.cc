@@ -5,26 +5,11 @@
 
 #include "ca/ca.h"
 #include "ca/limits.h"
+#include "common/encoding.h"
 #include "common/host_name.h"
 
 namespace cordon::ca {
 namespace {
-
-std::string printable(std::string_view s) {
-  // Error messages quote the name; keep control bytes out of them.
-  std::string out;
-  for (unsigned char c : s.substr(0, 80)) {
-    if (c >= 0x20 && c < 0x7f) {
-      out += char(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  if (s.size() > 80) out += "...";
-  return out;
-}
 
 std::optional<LeafName> as_ip(std::string_view name) {
   std::string_view text = name;
@@ -49,7 +34,8 @@ Result<LeafName> validate_leaf_name(std::string_view name) {
                 std::to_string(kMaxNameBytes));
   if (auto ip = as_ip(name)) return *ip;
   if (name.find('*') != std::string_view::npos)
-    return fail("leaf name '" + printable(name) + "' is a wildcard; only exact names are minted");
+    return fail("leaf name '" + printable_excerpt(name) +
+                "' is a wildcard; only exact names are minted");
   // The grammar the policy lints destinations with and the gateway reads SNI with, so that
   // every name a rule lets through can get a leaf. A leaf name is what an SNI carries: no
   // trailing dot.

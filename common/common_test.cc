@@ -101,4 +101,10 @@ TEST(ResultType, CarriesValueOrError) {
 }
 
 }  // namespace
+TEST(Encoding, PrintableExcerptEscapesControlBytesAndCuts) {
+  EXPECT_EQ(printable_excerpt("api.example"), "api.example");
+  EXPECT_EQ(printable_excerpt(std::string("a\nb\0c\x7f", 6)), "a\\x0ab\\x00c\\x7f");
+  EXPECT_EQ(printable_excerpt(std::string(100, 'x'), 10), std::string(10, 'x') + "...");
+}
+
 }  // namespace cordon

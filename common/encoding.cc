@@ -1,6 +1,7 @@
 #include "common/encoding.h"
 
 #include <array>
+#include <cstdio>
 
 namespace cordon {
 namespace {
@@ -130,6 +131,21 @@ bool ascii_iequals(std::string_view a, std::string_view b) {
     if (x != y) return false;
   }
   return true;
+}
+
+std::string printable_excerpt(std::string_view s, size_t max) {
+  std::string out;
+  for (unsigned char c : s.substr(0, max)) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += char(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (s.size() > max) out += "...";
+  return out;
 }
 
 }  // namespace cordon

@@ -25,4 +25,8 @@ bool constant_time_equal(std::string_view a, std::string_view b);
 // ASCII case-insensitive equality (HTTP header names, tokens); no locale.
 bool ascii_iequals(std::string_view a, std::string_view b);
 
+// `s` as an error message may quote it: printable ASCII kept, every other byte as \xNN, cut
+// after `max` bytes with "..." (untrusted names must not put control bytes into logs).
+std::string printable_excerpt(std::string_view s, size_t max = 80);
+
 }  // namespace cordon

@@ -2,8 +2,9 @@
 
 #include <arpa/inet.h>
 
-#include <cstdio>
 #include <cstring>
+
+#include "common/encoding.h"
 
 namespace cordon {
 namespace {
@@ -14,23 +15,6 @@ bool is_digit(unsigned char c) {
 
 bool is_label_byte(unsigned char c) {
   return (c >= 'a' && c <= 'z') || is_digit(c) || c == '-' || c == '_';
-}
-
-std::string printable(std::string_view s) {
-  // Messages quote untrusted names (SNI, Host): keep control bytes out of logs and terminals.
-  constexpr std::size_t kMaxQuoted = 80;
-  std::string out;
-  for (unsigned char c : s.substr(0, kMaxQuoted)) {
-    if (c >= 0x20 && c < 0x7f) {
-      out += char(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  if (s.size() > kMaxQuoted) out += "...";
-  return out;
 }
 
 }  // namespace
@@ -100,7 +84,7 @@ HostNameCheck canonicalize_host_name(std::string_view name, HostNameBuffer& out,
 std::string host_name_error_message(std::string_view name, HostNameError error) {
   // Appended step by step: `"'" + std::string` trips a GCC 12 -O3 false -Wrestrict.
   std::string out = "'";
-  out += printable(name);
+  out += printable_excerpt(name);
   out += "' ";
   out += describe(error);
   return out;
