@@ -392,10 +392,10 @@ class FloodGuard {
 
   static AuditRecord summary(const SourceEntry& e, Clock::time_point now) {
     AuditRecord r;
-    r.kind = "dns";
+    r.kind = AuditKind::kDns;
     r.sandbox = e.sandbox;
     r.src = e.src_ip;
-    r.decision = "deny";
+    r.decision = AuditDecision::kDeny;
     r.reason = e.counted[kRateLimited] ? "dns_rate_limited" : "dns_refusals_suppressed";
     r.rule = "dns.rate_limit";
     for (size_t i = 0; i < kReasonCount; ++i)
@@ -523,13 +523,13 @@ struct DnsResponder::Impl : std::enable_shared_from_this<DnsResponder::Impl> {
       write(summaries);  // an ended interval's summary comes before the next line
       if (line) {
         AuditRecord r;
-        r.kind = "dns";
+        r.kind = AuditKind::kDns;
         r.sandbox = v.sandbox;
         r.src = with_port(src_ip, src_port);
         r.dst = dst;
         r.host = qname.substr(0, 255);
         r.method = qtype ? qtype_name(qtype) : "";
-        r.decision = "deny";
+        r.decision = AuditDecision::kDeny;
         r.reason = v.reason;
         r.rule = v.reason == "dns_unlisted" ? "dns.unlisted" : "dns";
         (void)audit->append(r);  // the answer is a refusal either way

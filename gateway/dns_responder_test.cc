@@ -341,11 +341,11 @@ TEST_F(DnsSockets, UdpAnswersAllowedRefusesAndAuditsTheRest) {
   EXPECT_EQ(rcode_of(r), 5u);
   auto recs = audit_->records();
   ASSERT_EQ(recs.size(), 2u);
-  EXPECT_EQ(recs[0].kind, "dns");
+  EXPECT_EQ(recs[0].kind, AuditKind::kDns);
   EXPECT_EQ(recs[0].sandbox, "sb-1");
   EXPECT_EQ(recs[0].host, "pastebin.com");
   EXPECT_EQ(recs[0].reason, "dns_unlisted");
-  EXPECT_EQ(recs[0].decision, "deny");
+  EXPECT_EQ(recs[0].decision, AuditDecision::kDeny);
   EXPECT_EQ(recs[0].dst, "127.0.0.1:" + std::to_string(port4_));
   EXPECT_EQ(recs[1].method, "TXT");
   EXPECT_EQ(recs[1].reason, "dns_type_refused");
@@ -597,8 +597,8 @@ TEST_F(DnsFlood, TenThousandUnlistedNamesAreBoundedAndCountedExactly) {
     if (r.rule == "dns.rate_limit") {
       EXPECT_EQ(r.reason, "dns_rate_limited");
       EXPECT_EQ(r.src, "10.200.0.2");
-      EXPECT_EQ(r.decision, "deny");
-      EXPECT_EQ(r.kind, "dns");
+      EXPECT_EQ(r.decision, AuditDecision::kDeny);
+      EXPECT_EQ(r.kind, AuditKind::kDns);
     }
 }
 
@@ -795,7 +795,7 @@ TEST(DnsOverlay, ANameTheOverlayRefusesIsAnsweredAsAnUnlistedNameAndAudited) {
   EXPECT_EQ(recs[0].sandbox, "sb-1");
   EXPECT_EQ(recs[0].reason, "dns_overlay_denied");
   EXPECT_EQ(recs[0].host, "api.github.com");
-  EXPECT_EQ(recs[0].decision, "deny");
+  EXPECT_EQ(recs[0].decision, AuditDecision::kDeny);
 }
 
 // A rules reload during traffic is seen whole, and by the gateway and the DNS responder alike:

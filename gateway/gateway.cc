@@ -545,13 +545,13 @@ std::size_t Gateway::end_refused_connections(std::string_view sandbox_id) {
     if ((in_policy && in_overlay) || !conn->claim_cut()) continue;
     conn->close();
     AuditRecord r;
-    r.kind = "connection_cut";
+    r.kind = AuditKind::kConnectionCut;
     r.request_id = make_request_id();
     r.sandbox = sb.id;
     r.src = conn->src();
     r.dst = dest->host + ":" + std::to_string(dest->port);
     r.host = dest->host;
-    r.decision = "deny";
+    r.decision = AuditDecision::kDeny;
     r.rule = in_overlay ? "default-deny" : "network_overlay";
     r.reason = in_overlay ? "policy_refuses" : "network_overlay_narrowed";
     impl_->metrics.connections_cut++;

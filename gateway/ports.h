@@ -193,8 +193,46 @@ class CredentialSource {
 
 // ---- Audit ----------------------------------------------------------------------------------
 
+// What one audit line is about. to_string gives the words the log has always had (the audit
+// adapter writes them as the event; a connection line becomes connection_passthrough or
+// connection_refused there), so a rename here never changes a line.
+enum class AuditKind {
+  kRequest,        // one HTTP request or h2 stream, decided by the request pipeline
+  kConnection,     // a connection decided as a whole: a passthrough splice or a refusal
+  kConnectionCut,  // an open connection ended because a reload no longer permits it
+  kDns,            // a refused DNS query, or a summary of the ones counted instead of written
+};
+
+enum class AuditDecision { kAllow, kDeny, kError };
+
+constexpr std::string_view to_string(AuditKind k) {
+  switch (k) {
+    case AuditKind::kRequest:
+      return "request";
+    case AuditKind::kConnection:
+      return "connection";
+    case AuditKind::kConnectionCut:
+      return "connection_cut";
+    case AuditKind::kDns:
+      return "dns";
+  }
+  return "unknown";
+}
+
+constexpr std::string_view to_string(AuditDecision d) {
+  switch (d) {
+    case AuditDecision::kAllow:
+      return "allow";
+    case AuditDecision::kDeny:
+      return "deny";
+    case AuditDecision::kError:
+      return "error";
+  }
+  return "unknown";
+}
+
 struct AuditRecord {
-  std::string kind;  // "request" | "connection" | "reload"
+  AuditKind kind = AuditKind::kRequest;
   std::string request_id;
   std::string sandbox;
   std::string src;  // ip:port
@@ -206,7 +244,8 @@ struct AuditRecord {
   std::string destination;
   std::string route;
   std::string rule;
-  std::string decision;  // "allow" | "deny" | "error"
+  // Error until decided: a record written before anything was decided is not an allow.
+  AuditDecision decision = AuditDecision::kError;
   std::string reason;
   int status = 0;
   uint64_t bytes_up = 0;    // request body bytes forwarded

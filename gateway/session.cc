@@ -103,10 +103,10 @@ awaitable<void> serve_client_hello(TlsSession& s, const PeekResult& peek) {
 awaitable<void> refuse_proxy_request(ExchangeContext& x, HttpParser& req, int status,
                                      std::string_view error, std::string_view rule,
                                      std::string_view reason, std::string_view host = {}) {
-  AuditRecord rec = base_record(x);
-  rec.kind = "connection";
-  rec.request_id = new_request_id();
-  rec.host = std::string(host);
+  AuditScope rec(x.impl, base_record(x));
+  rec->kind = AuditKind::kConnection;
+  rec->request_id = new_request_id();
+  rec->host = std::string(host);
   co_await answer_error(x, req, rec, status, error, rule, reason, Clock::now());
 }
 
@@ -191,9 +191,9 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
     // not a request.
     if (hr == HeadResult::kClosed || c.deadline->fired()) co_return;
     if (!req.message_started() && !req.failed()) co_return;
-    AuditRecord rec = base_record(x);
-    rec.request_id = new_request_id();
-    rec.method = req.head().method;
+    AuditScope rec(*this, base_record(x));
+    rec->request_id = new_request_id();
+    rec->method = req.head().method;
     co_await answer_error(x, req, rec, req.failed() ? req.error_status() : 400, "bad_request", "",
                           req.failed() ? "parse_error" : "truncated_head", Clock::now());
     co_return;
@@ -202,10 +202,10 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
   std::optional<SandboxInfo> sandbox = co_await proxy_sandbox(*this, req.head());
   if (!sandbox) {
     metrics.connections_refused++;
-    AuditRecord rec = base_record(x);
-    rec.kind = "connection";
-    rec.request_id = new_request_id();
-    rec.method = req.head().method;
+    AuditScope rec(*this, base_record(x));
+    rec->kind = AuditKind::kConnection;
+    rec->request_id = new_request_id();
+    rec->method = req.head().method;
     co_await answer_error(x, req, rec, 407, "proxy_auth_required", "", "proxy_auth_invalid",
                           Clock::now(), "Proxy-Authenticate: Basic realm=\"cordon\"\r\n");
     co_return;
@@ -218,8 +218,8 @@ awaitable<void> Gateway::Impl::proxy_session(tcp::socket sock) {
   }
   x.live = slot.conn.get();
   if (!current_policy()) {
-    AuditRecord rec = base_record(x);
-    rec.request_id = new_request_id();
+    AuditScope rec(*this, base_record(x));
+    rec->request_id = new_request_id();
     co_await answer_error(x, req, rec, 503, "not_ready", "", "policy_not_loaded", Clock::now());
     co_return;
   }

@@ -229,13 +229,13 @@ audit::Event to_audit_event(const AuditRecord& r) {
   audit::Event e;
   e.fields.reserve(16);  // the most added below: one allocation, no regrowth
   // A connection-level record is a refusal unless it was allowed: a passthrough splice.
-  if (r.kind == "connection") {
-    e.event = r.decision == "allow" ? "connection_passthrough" : "connection_refused";
+  if (r.kind == AuditKind::kConnection) {
+    e.event = r.decision == AuditDecision::kAllow ? "connection_passthrough" : "connection_refused";
   } else {
-    e.event = r.kind;
+    e.event = to_string(r.kind);
   }
   e.sandbox = r.sandbox;
-  e.decision = r.decision;  // "allow" | "deny" | "error"
+  e.decision = to_string(r.decision);
   e.reason = r.reason;
   if (!r.destination.empty()) {
     e.rule = r.destination + "/" + (r.route.empty() ? r.rule : r.route);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <utility>
 
 #include "common/testing/temp_dir.h"
 
@@ -162,9 +163,9 @@ TEST(PolicyAdapter, EveryCredentialHeaderOfTheDestinationIsStripped) {
 
 TEST(AuditAdapter, RecordBecomesEventWithoutValues) {
   AuditRecord r;
-  r.kind = "request";
+  r.kind = AuditKind::kRequest;
   r.sandbox = "sb";
-  r.decision = "allow";
+  r.decision = AuditDecision::kAllow;
   r.destination = "api";
   r.route = "get";
   r.status = 200;
@@ -176,12 +177,12 @@ TEST(AuditAdapter, RecordBecomesEventWithoutValues) {
   bool has_token = false;
   for (auto& [k, v] : e.fields) has_token = has_token || k == "token_id";
   EXPECT_TRUE(has_token);
-  r.kind = "connection";
+  r.kind = AuditKind::kConnection;
   // An allowed connection-level record is a passthrough splice, never a refusal.
   EXPECT_EQ(to_audit_event(r).event, "connection_passthrough");
-  r.decision = "deny";
+  r.decision = AuditDecision::kDeny;
   EXPECT_EQ(to_audit_event(r).event, "connection_refused");
-  r.decision = "error";  // e.g. the upstream of a passthrough could not be reached
+  r.decision = AuditDecision::kError;  // e.g. the upstream of a passthrough could not be reached
   EXPECT_EQ(to_audit_event(r).event, "connection_refused");
   // A summary line's counts become integer fields.
   r.counts = {{"dns_unlisted", 380}, {"dns_rate_limited", 9600}};
@@ -194,6 +195,30 @@ TEST(AuditAdapter, RecordBecomesEventWithoutValues) {
   EXPECT_EQ(limited, 9600);
 }
 
+// The enums changed the record's type, not the log: every kind and decision is written with
+// the word it always had (`cordon audit query --event/--decision` match on them).
+TEST(AuditAdapter, EventAndDecisionWordsAreTheHistoricOnes) {
+  AuditRecord r;
+  const std::pair<AuditKind, const char*> kinds[] = {{AuditKind::kRequest, "request"},
+                                                     {AuditKind::kConnectionCut, "connection_cut"},
+                                                     {AuditKind::kDns, "dns"}};
+  for (const auto& [kind, word] : kinds) {
+    r.kind = kind;
+    EXPECT_EQ(to_audit_event(r).event, word);
+  }
+  const std::pair<AuditDecision, const char*> decisions[] = {{AuditDecision::kAllow, "allow"},
+                                                             {AuditDecision::kDeny, "deny"},
+                                                             {AuditDecision::kError, "error"}};
+  for (const auto& [decision, word] : decisions) {
+    r.kind = AuditKind::kRequest;
+    r.decision = decision;
+    EXPECT_EQ(to_audit_event(r).decision, word);
+    r.kind = AuditKind::kConnection;
+    EXPECT_EQ(to_audit_event(r).event,
+              decision == AuditDecision::kAllow ? "connection_passthrough" : "connection_refused");
+  }
+}
+
 TEST(AuditAdapter, DiskBytesOfTheRealWriter) {
   cordon::testing::TempDir dir;
   auto w = audit::Writer::open(audit::WriterOptions{.dir = dir.path()});
@@ -201,8 +226,8 @@ TEST(AuditAdapter, DiskBytesOfTheRealWriter) {
   std::shared_ptr<audit::Writer> writer(std::move(*w));
   auto sink = make_audit_sink(writer);
   AuditRecord r;
-  r.kind = "request";
-  r.decision = "allow";
+  r.kind = AuditKind::kRequest;
+  r.decision = AuditDecision::kAllow;
   ASSERT_TRUE(sink->append(r));
   ASSERT_TRUE(writer->flush());
   EXPECT_EQ(sink->disk_bytes(),

@@ -220,7 +220,7 @@ class VaultOffloadTest : public ::testing::Test {
   std::optional<AuditRecord> audited(const std::string& path) {
     std::optional<AuditRecord> out;
     for (const auto& r : audit_->records()) {
-      if (r.kind == "request" && r.path.rfind(path, 0) == 0) out = r;
+      if (r.kind == AuditKind::kRequest && r.path.rfind(path, 0) == 0) out = r;
     }
     return out;
   }

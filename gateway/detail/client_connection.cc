@@ -116,14 +116,14 @@ void audit_refused_connection(Gateway::Impl& impl, const ClientConnection& c,
                               const std::string& sandbox, const std::string& sni,
                               const std::string& host, const std::string& reason, int status) {
   AuditRecord r;
-  r.kind = "connection";
+  r.kind = AuditKind::kConnection;
   r.request_id = new_request_id();
   r.sandbox = sandbox;
   r.src = c.src;
   r.dst = c.dst;
   r.sni = sni;
   r.host = host;
-  r.decision = "deny";
+  r.decision = AuditDecision::kDeny;
   r.reason = reason;
   r.status = status;
   impl.metrics.connections_refused++;

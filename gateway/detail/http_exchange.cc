@@ -59,7 +59,7 @@ std::string make_request_id() {
 
 AuditRecord base_record(const ExchangeContext& x) {
   AuditRecord r;
-  r.kind = "request";
+  r.kind = AuditKind::kRequest;
   r.sandbox = x.facts.sandbox.id;
   r.src = x.client.src;
   r.dst = x.client.dst;
@@ -67,37 +67,20 @@ AuditRecord base_record(const ExchangeContext& x) {
   return r;
 }
 
-namespace {
-
-void count_decision(Gateway::Impl& impl, const AuditRecord& r) {
-  if (r.decision == "allow") {
-    impl.metrics.requests_allow++;
-  } else if (r.decision == "deny") {
-    impl.metrics.requests_deny++;
-  } else {
-    impl.metrics.requests_error++;
-  }
-  impl.metrics.bytes_up += r.bytes_up;
-  impl.metrics.bytes_down += r.bytes_down;
-  impl.metrics.observe_latency(r.duration_us);
-}
-
-}  // namespace
-
-awaitable<bool> answer_error(ExchangeContext& x, HttpParser& req, AuditRecord& rec, int status,
+awaitable<bool> answer_error(ExchangeContext& x, HttpParser& req, AuditScope& scope, int status,
                              std::string_view error, std::string_view rule, std::string_view reason,
                              Clock::time_point t0, std::string_view extra_headers) {
   const MessageHead& h = req.head();
   // Keep the connection only when no unread body can follow the head.
   bool keep = req.head_complete() && h.keep_alive && !h.chunked &&
               (!h.content_length || *h.content_length == 0) && !req.failed();
+  AuditRecord& rec = scope.record();
   rec.status = status;
-  rec.decision = status == 403 || status == 407 ? "deny" : "error";
+  rec.decision = status == 403 || status == 407 ? AuditDecision::kDeny : AuditDecision::kError;
   rec.reason = std::string(reason);
   if (rec.rule.empty()) rec.rule = std::string(rule);
   rec.duration_us = elapsed_us(t0);
-  x.impl.audit(rec, x.secrets);
-  count_decision(x.impl, rec);
+  scope.commit(x.secrets);
   error_code ec;
   std::string answer = render_error_response(status, std::string(error), std::string(rule),
                                              rec.request_id, !keep, std::string(extra_headers));
@@ -120,11 +103,13 @@ struct Exchange {
   ExchangeContext& x;
   HttpParser& req;
   Clock::time_point t0;
-  AuditRecord rec;
   std::shared_ptr<const Gateway::Impl::ConfigSnapshot> cfg;  // policy and audit rule
   Verdict v;
   // Secret values echoed in the response body are overwritten (gateway/stages/body_relay.h).
   bool scrubbing = false;
+  // After `v`: destroyed first, while the secret values it redacts still exist.
+  AuditScope audit;
+  AuditRecord& rec = audit.record();
 };
 
 // Runs the request pipeline. Set when the request was answered here (refused, or not ready).
@@ -132,7 +117,7 @@ awaitable<std::optional<ExchangeEnd>> decide(Exchange& e) {
   ExchangeContext& x = e.x;
   const PolicyView* policy = e.cfg->policy.get();
   if (!policy) {
-    co_await answer_error(x, e.req, e.rec, 503, "not_ready", "", "policy_not_loaded", e.t0);
+    co_await answer_error(x, e.req, e.audit, 503, "not_ready", "", "policy_not_loaded", e.t0);
     co_return ExchangeEnd::kClose;
   }
   e.v = co_await evaluate_request_off_io(x.impl, *e.cfg, x.facts, e.req.head());
@@ -141,6 +126,7 @@ awaitable<std::optional<ExchangeEnd>> decide(Exchange& e) {
   e.scrubbing = v.scrub_response_body && !x.connection_secrets.empty();
   if (e.scrubbing) narrow_accept_encoding(e.v.upstream_headers);
   x.secrets = &v.scrub_values;
+  e.audit.redact(&e.v.scrub_values);
   e.rec.host = v.host;
   e.rec.path = v.canonical_path;
   e.rec.destination = v.decision.destination;
@@ -149,12 +135,13 @@ awaitable<std::optional<ExchangeEnd>> decide(Exchange& e) {
   e.rec.credential = v.credential_name;
   e.rec.token_id = v.token_id;
   if (v.status != 0) {
-    bool keep =
-        co_await answer_error(x, e.req, e.rec, v.status, v.error, v.decision.rule, v.reason, e.t0);
+    bool keep = co_await answer_error(x, e.req, e.audit, v.status, v.error, v.decision.rule,
+                                      v.reason, e.t0);
     co_return end_of(keep);
   }
   if (e.cfg->runtime.deny_on_audit_failure && !x.impl.audit_ready()) {
-    co_await answer_error(x, e.req, e.rec, 503, "audit_unavailable", "", "audit_unavailable", e.t0);
+    co_await answer_error(x, e.req, e.audit, 503, "audit_unavailable", "", "audit_unavailable",
+                          e.t0);
     co_return ExchangeEnd::kClose;
   }
   e.req.set_dropped_trailers(v.dropped_trailers);
@@ -176,7 +163,7 @@ awaitable<std::unique_ptr<UpstreamConn>> connect(Exchange& e, ByteStream*& in_fl
   if (denied) e.rec.rule = "floors";
   std::string rule = e.rec.rule;
   std::string_view error = denied ? "egress_denied" : "upstream_unavailable";
-  bool keep = co_await answer_error(x, e.req, e.rec, uerr.status, error, rule, uerr.reason, e.t0);
+  bool keep = co_await answer_error(x, e.req, e.audit, uerr.status, error, rule, uerr.reason, e.t0);
   end = end_of(keep);
   co_return nullptr;
 }
@@ -225,11 +212,10 @@ awaitable<bool> send_request(Exchange& e, ByteStream& us) {
   if (!ec) co_return true;
   x.impl.metrics.upstream_errors++;
   e.rec.status = 0;
-  e.rec.decision = "error";
+  e.rec.decision = AuditDecision::kError;
   e.rec.reason = "request_body_aborted";
   e.rec.duration_us = elapsed_us(e.t0);
-  x.impl.audit(e.rec, &e.v.scrub_values);
-  count_decision(x.impl, e.rec);
+  e.audit.commit();
   co_return false;
 }
 
@@ -248,8 +234,7 @@ awaitable<ExchangeEnd> tunnel_websocket(Exchange& e, const ResponseRelay& relay,
   e.rec.bytes_down = moved.down;
   e.rec.reason = "websocket";
   e.rec.duration_us = elapsed_us(e.t0);
-  x.impl.audit(e.rec, &e.v.scrub_values);
-  count_decision(x.impl, e.rec);
+  e.audit.commit();
   co_return ExchangeEnd::kClose;
 }
 
@@ -258,16 +243,15 @@ awaitable<ExchangeEnd> tunnel_websocket(Exchange& e, const ResponseRelay& relay,
 awaitable<ExchangeEnd> fail_response(Exchange& e, const RelayOutcome& o) {
   ExchangeContext& x = e.x;
   x.impl.metrics.upstream_errors += o.upstream_failed ? 1 : 0;
-  e.rec.decision = "error";
+  e.rec.decision = AuditDecision::kError;
   if (!o.head_sent && !o.client_error) {
     std::string reason = o.upstream_failure.empty() ? "upstream_error" : o.upstream_failure;
     std::string rule = e.rec.rule;
-    co_await answer_error(x, e.req, e.rec, 502, "upstream_failed", rule, reason, e.t0);
+    co_await answer_error(x, e.req, e.audit, 502, "upstream_failed", rule, reason, e.t0);
     co_return ExchangeEnd::kClose;
   }
   e.rec.reason = o.upstream_failure.empty() ? "client_write_failed" : o.upstream_failure;
-  x.impl.audit(e.rec, &e.v.scrub_values);
-  count_decision(x.impl, e.rec);
+  e.audit.commit();
   co_return ExchangeEnd::kClose;
 }
 
@@ -298,16 +282,14 @@ awaitable<ExchangeEnd> relay_response(Exchange& e, std::unique_ptr<UpstreamConn>
   bool close_client = o.close_client;
   // The answer is delivered already. If its line cannot be written, the connection ends here:
   // nothing more passes on it unrecorded (new requests meet the audit check and are refused).
-  if (!x.impl.audit(e.rec, &e.v.scrub_values) && e.cfg->runtime.deny_on_audit_failure) {
-    close_client = true;
-  }
-  count_decision(x.impl, e.rec);
+  if (!e.audit.commit() && e.cfg->runtime.deny_on_audit_failure) close_client = true;
   if (o.upstream_reusable) pool_upstream(x.worker, std::move(up));
   co_return close_client ? ExchangeEnd::kClose : ExchangeEnd::kKeepAlive;
 }
 
 awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
-  Exchange e{x, req, Clock::now(), base_record(x), x.impl.current_config(), {}, false};
+  Exchange e{
+      x, req, Clock::now(), x.impl.current_config(), {}, false, AuditScope(x.impl, base_record(x))};
   e.rec.request_id = new_request_id();
   e.rec.method = req.head().method;
   struct ForgetSecrets {
@@ -332,7 +314,7 @@ awaitable<ExchangeEnd> exchange(ExchangeContext& x, HttpParser& req) {
   auto up = co_await connect(e, in_flight, end);
   if (!up) co_return end;
   in_flight = up->stream.get();
-  e.rec.decision = "allow";
+  e.rec.decision = AuditDecision::kAllow;
   if (e.v.decision.report_only) e.rec.reason = "report_only:" + e.v.decision.reason;
   if (!co_await send_request(e, *up->stream)) co_return ExchangeEnd::kClose;
   co_return co_await relay_response(e, std::move(up));
@@ -370,9 +352,9 @@ awaitable<void> http_loop(ExchangeContext& x, HttpParser& req, bool first_parsed
       if (hr == HeadResult::kError) {
         if (x.client.deadline->fired()) co_return;
         if (!req.message_started() && !req.failed()) co_return;
-        AuditRecord rec = base_record(x);
-        rec.request_id = new_request_id();
-        rec.method = req.head().method;
+        AuditScope rec(x.impl, base_record(x));
+        rec->request_id = new_request_id();
+        rec->method = req.head().method;
         co_await answer_error(x, req, rec, req.failed() ? req.error_status() : 400, "bad_request",
                               "", req.failed() ? "parse_error" : "truncated_head", Clock::now());
         co_return;

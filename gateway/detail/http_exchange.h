@@ -11,6 +11,7 @@
 #include <utility>  // before Asio: its awaitable.hpp uses std::exchange without including it
 #include <vector>
 
+#include "gateway/detail/audit_scope.h"
 #include "gateway/detail/client_connection.h"
 #include "gateway/detail/http_parser.h"
 #include "gateway/stages/body_scrubber.h"
@@ -36,9 +37,9 @@ struct ExchangeContext {
 // The audit record of a request on this connection (kind "request"), before any decision.
 AuditRecord base_record(const ExchangeContext& x);
 
-// Answers a request with an error and audits it (before the answer: the line exists once the
-// client can see the outcome). True if the connection stays open.
-awaitable<bool> answer_error(ExchangeContext& x, HttpParser& req, AuditRecord& rec, int status,
+// Answers a request with an error and commits its line (before the answer: the line exists once
+// the client can see the outcome). True if the connection stays open.
+awaitable<bool> answer_error(ExchangeContext& x, HttpParser& req, AuditScope& rec, int status,
                              std::string_view error, std::string_view rule, std::string_view reason,
                              Clock::time_point t0, std::string_view extra_headers = {});
 

@@ -1,6 +1,7 @@
 // Passthrough: see gateway/detail/passthrough.h.
 #include "gateway/detail/passthrough.h"
 
+#include "gateway/detail/audit_scope.h"
 #include "gateway/detail/tunnel.h"
 #include "gateway/detail/upstream_connector.h"
 
@@ -10,8 +11,10 @@ awaitable<void> passthrough(Gateway::Impl& impl, Worker& worker, ClientConnectio
                             const SandboxInfo& sandbox, const std::string& sni,
                             const DestinationInfo& dest, uint16_t port) {
   auto t0 = Clock::now();
-  AuditRecord rec;
-  rec.kind = "connection";
+  // Its bytes are counted here, not as a request's: a passthrough is not in the request counters.
+  AuditScope scope(impl, {}, AuditCounting::kNone);
+  AuditRecord& rec = scope.record();
+  rec.kind = AuditKind::kConnection;
   rec.request_id = new_request_id();
   rec.sandbox = sandbox.id;
   rec.src = c.src;
@@ -24,9 +27,9 @@ awaitable<void> passthrough(Gateway::Impl& impl, Worker& worker, ClientConnectio
   auto cfg = impl.current_config();
   auto policy = cfg->policy;
   if (cfg->runtime.deny_on_audit_failure && !impl.audit_ready()) {
-    rec.decision = "deny";
+    rec.decision = AuditDecision::kDeny;
     rec.reason = "audit_unavailable";
-    impl.audit(rec);
+    scope.commit();
     co_return;
   }
   ByteStream* in_flight = nullptr;
@@ -39,9 +42,9 @@ awaitable<void> passthrough(Gateway::Impl& impl, Worker& worker, ClientConnectio
                                       in_flight, uerr);
   if (!up) {
     impl.metrics.upstream_errors++;
-    rec.decision = uerr.status == 403 ? "deny" : "error";
+    rec.decision = uerr.status == 403 ? AuditDecision::kDeny : AuditDecision::kError;
     rec.reason = uerr.reason;
-    impl.audit(rec);
+    scope.commit();
     c.deadline->on_expire = [&c] { close_stream(c.stream.get()); };
     co_return;
   }
@@ -50,14 +53,14 @@ awaitable<void> passthrough(Gateway::Impl& impl, Worker& worker, ClientConnectio
   co_await splice(*c.stream, *up->stream, *c.deadline, c.limits().idle_timeout_ms,
                   c.limits().io_buffer_bytes, moved);
   c.deadline->on_expire = [&c] { close_stream(c.stream.get()); };
-  rec.decision = "allow";
+  rec.decision = AuditDecision::kAllow;
   rec.reason = "passthrough";
   rec.bytes_up = moved.up;
   rec.bytes_down = moved.down;
   rec.duration_us = elapsed_us(t0);
   impl.metrics.bytes_up += moved.up;
   impl.metrics.bytes_down += moved.down;
-  impl.audit(rec);
+  scope.commit();
 }
 
 }  // namespace cordon::gateway::detail

@@ -36,31 +36,18 @@ uint64_t micros_since(Clock::time_point t) {
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count());
 }
 
-void count_decision(Gateway::Impl& impl, const AuditRecord& r) {
-  if (r.decision == "allow") {
-    impl.metrics.requests_allow++;
-  } else if (r.decision == "deny") {
-    impl.metrics.requests_deny++;
-  } else {
-    impl.metrics.requests_error++;
-  }
-  impl.metrics.bytes_up += r.bytes_up;
-  impl.metrics.bytes_down += r.bytes_down;
-  impl.metrics.observe_latency(r.duration_us);
-}
-
 // Answers a stream with a JSON error (as render_error_response does on HTTP/1.1) and audits it
 // first: the line exists once the client can see the outcome.
-void answer_error(H2Conn& c, int32_t id, AuditRecord& rec, int status, const std::string& error,
+void answer_error(H2Conn& c, int32_t id, AuditScope& scope, int status, const std::string& error,
                   const std::string& rule, const std::string& reason, Clock::time_point t0,
                   const std::vector<std::string>* secrets) {
+  AuditRecord& rec = scope.record();
   rec.status = status;
-  rec.decision = status == 403 || status == 407 ? "deny" : "error";
+  rec.decision = status == 403 || status == 407 ? AuditDecision::kDeny : AuditDecision::kError;
   rec.reason = reason;
   if (rec.rule.empty()) rec.rule = rule;
   rec.duration_us = micros_since(t0);
-  c.impl.audit(rec, secrets);
-  count_decision(c.impl, rec);
+  scope.commit(secrets);
   nlohmann::json j;
   j["error"] = error;
   if (!rule.empty()) j["rule"] = rule;
@@ -79,12 +66,11 @@ void answer_error(H2Conn& c, int32_t id, AuditRecord& rec, int status, const std
 
 void audit_forwarded(H2Conn& c, StreamJob& job) {
   job.rec.duration_us = micros_since(job.t0);
-  if (!c.impl.audit(job.rec, &job.v.scrub_values) && c.impl.options.deny_on_audit_failure) {
+  if (!job.audit.commit(&job.v.scrub_values) && c.impl.options.deny_on_audit_failure) {
     // Nothing more passes on this connection unrecorded.
     c.sess.terminate(h2::kNoError, "audit_failed");
     c.writer_wake.notify();
   }
-  count_decision(c.impl, job.rec);
 }
 
 void finish_task(H2Conn& c, StreamTask& t) {
@@ -116,7 +102,7 @@ uint64_t now_ms() {
 
 AuditRecord base_record(const H2Conn& c) {
   AuditRecord r;
-  r.kind = "request";
+  r.kind = AuditKind::kRequest;
   r.sandbox = c.facts.sandbox.id;
   r.src = c.src;
   r.dst = c.dst;
@@ -125,12 +111,11 @@ AuditRecord base_record(const H2Conn& c) {
 }
 
 // A stream whose client went away while the gateway was busy with it: audited, nothing sent.
-void audit_client_reset(H2Conn& c, StreamJob& job) {
-  job.rec.decision = "error";
+void audit_client_reset(StreamJob& job) {
+  job.rec.decision = AuditDecision::kError;
   job.rec.reason = "client_reset";
   job.rec.duration_us = micros_since(job.t0);
-  c.impl.audit(job.rec, &job.v.scrub_values);
-  count_decision(c.impl, job.rec);
+  job.audit.commit(&job.v.scrub_values);
 }
 
 // The request pipeline for one stream (Host/:authority, path, policy, credentials). False when
@@ -139,18 +124,18 @@ awaitable<bool> check_stream(H2Conn& c, StreamJob& job) {
   Gateway::Impl& impl = c.impl;
   StreamTask& t = *job.t;
   H2Stream* st = c.sess.stream(t.id);
-  job.rec = base_record(c);
   job.rec.request_id = make_request_id();
   job.rec.method = st->head.method;
   job.head = h2::to_http1_request(st->head);
   job.cfg = impl.current_config();
   if (!job.cfg->policy) {
-    answer_error(c, t.id, job.rec, 503, "not_ready", "", "policy_not_loaded", job.t0);
+    answer_error(c, t.id, job.audit, 503, "not_ready", "", "policy_not_loaded", job.t0);
     co_return false;
   }
   job.v = co_await evaluate_request_off_io(impl, *job.cfg, c.facts, job.head);
   const Verdict& v = job.v;
   remember_secrets(c.secrets, v.scrub_values);
+  job.audit.redact(&job.v.scrub_values);
   job.rec.host = v.host;
   job.rec.path = v.canonical_path;
   job.rec.destination = v.decision.destination;
@@ -159,16 +144,16 @@ awaitable<bool> check_stream(H2Conn& c, StreamJob& job) {
   job.rec.credential = v.credential_name;
   job.rec.token_id = v.token_id;
   if (t.cancelled) {
-    audit_client_reset(c, job);
+    audit_client_reset(job);
     co_return false;
   }
   if (v.status != 0) {
-    answer_error(c, t.id, job.rec, v.status, v.error, v.decision.rule, v.reason, job.t0,
+    answer_error(c, t.id, job.audit, v.status, v.error, v.decision.rule, v.reason, job.t0,
                  &job.v.scrub_values);
     co_return false;
   }
   if (impl.options.deny_on_audit_failure && !impl.audit_ready()) {
-    answer_error(c, t.id, job.rec, 503, "audit_unavailable", "", "audit_unavailable", job.t0);
+    answer_error(c, t.id, job.audit, 503, "audit_unavailable", "", "audit_unavailable", job.t0);
     co_return false;
   }
   co_return true;
@@ -189,7 +174,7 @@ void arm_stream_deadline(StreamTask& t, asio::any_io_executor ex) {
 }
 
 awaitable<void> run_stream(H2Conn& c, std::shared_ptr<StreamTask> t) {
-  StreamJob job;
+  StreamJob job(c.impl, base_record(c));
   job.t = t;
   job.t0 = Clock::now();
   if (!co_await check_stream(c, job)) {
@@ -203,7 +188,7 @@ awaitable<void> run_stream(H2Conn& c, std::shared_ptr<StreamTask> t) {
   std::string reason;
   std::shared_ptr<UpstreamH2> link = co_await h2_link_for(c, job, http1, status, reason);
   if (t->cancelled) {
-    audit_client_reset(c, job);
+    audit_client_reset(job);
     finish_task(c, *t);
     co_return;
   }
@@ -212,7 +197,7 @@ awaitable<void> run_stream(H2Conn& c, std::shared_ptr<StreamTask> t) {
   } else if (!reason.empty()) {
     c.impl.metrics.upstream_errors++;
     if (status == 403) job.rec.rule = "floors";
-    answer_error(c, t->id, job.rec, status,
+    answer_error(c, t->id, job.audit, status,
                  status == 403 ? "egress_denied" : "upstream_unavailable", job.rec.rule, reason,
                  job.t0, &job.v.scrub_values);
     finish_task(c, *t);
@@ -223,20 +208,20 @@ awaitable<void> run_stream(H2Conn& c, std::shared_ptr<StreamTask> t) {
 
 // A stream refused before the pipeline (header stage, limits): answered or reset, audited.
 void audit_rejected(H2Conn& c, H2Stream& st) {
-  AuditRecord rec = base_record(c);
+  AuditScope scope(c.impl, base_record(c));
+  AuditRecord& rec = scope.record();
   rec.request_id = make_request_id();
   auto t0 = Clock::now();
   if (st.refusal == h2::HeaderRefusal::kRespond) {
     int status = st.reject_status;
-    answer_error(c, st.id, rec, status, "bad_request", "", st.reject_reason, t0);
+    answer_error(c, st.id, scope, status, "bad_request", "", st.reject_reason, t0);
     return;
   }
   rec.status = 0;
-  rec.decision = "deny";
+  rec.decision = AuditDecision::kDeny;
   rec.reason = st.reject_reason;
   rec.duration_us = 0;
-  c.impl.audit(rec);
-  count_decision(c.impl, rec);
+  scope.commit();
 }
 
 // Streams held back by the connection's response buffer wait on other streams' progress.
@@ -396,10 +381,10 @@ awaitable<void> serve_h2(Gateway::Impl& impl, Worker& worker, ByteStream& client
   if (why != "connection_closed" && why != "audit_failed") {
     // A connection ended by the gateway (flood, protocol error): one line says why.
     AuditRecord r = base_record(c);
-    r.kind = "connection";
+    r.kind = AuditKind::kConnection;
     r.request_id = make_request_id();
     r.host = sni;
-    r.decision = "deny";
+    r.decision = AuditDecision::kDeny;
     r.reason = why;
     impl.metrics.connections_refused++;
     impl.audit(r);

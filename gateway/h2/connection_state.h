@@ -11,6 +11,7 @@
 #include <utility>  // before Asio: its awaitable.hpp uses std::exchange without including it
 #include <vector>
 
+#include "gateway/detail/audit_scope.h"
 #include "gateway/detail/impl.h"
 #include "gateway/h2/client_session.h"
 #include "gateway/h2/server_session.h"
@@ -119,18 +120,20 @@ struct H2Conn {
 
 // What run_stream established before forwarding: the checked request and its audit line.
 struct StreamJob {
+  StreamJob(Gateway::Impl& impl, AuditRecord rec) : audit(impl, std::move(rec)) {}
   std::shared_ptr<StreamTask> t;
   MessageHead head;
   Verdict v;
   std::shared_ptr<const GatewayConfig> cfg;  // the one snapshot this stream is decided under
-  AuditRecord rec;
+  // After `v`: destroyed first, while the secret values it redacts still exist.
+  AuditScope audit;
+  AuditRecord& rec = audit.record();
   Clock::time_point t0;
 };
 
 uint64_t micros_since(Clock::time_point t);
-void count_decision(Gateway::Impl& impl, const AuditRecord& r);
-// Answers a stream with a JSON error and audits it first.
-void answer_error(H2Conn& c, int32_t id, AuditRecord& rec, int status, const std::string& error,
+// Answers a stream with a JSON error and commits its line first.
+void answer_error(H2Conn& c, int32_t id, AuditScope& scope, int status, const std::string& error,
                   const std::string& rule, const std::string& reason, Clock::time_point t0,
                   const std::vector<std::string>* secrets = nullptr);
 // The last line of a forwarded stream (allowed, or why it failed); ends the connection if the

@@ -437,15 +437,15 @@ awaitable<void> forward_h2(H2Conn& c, StreamJob& job, std::shared_ptr<UpstreamH2
                                   cs->head.end_stream);
   if (uid < 0) {
     impl.metrics.upstream_errors++;
-    answer_error(c, t.id, rec, 502, "upstream_unavailable", rec.rule, "upstream_h2_refused", job.t0,
-                 &job.v.scrub_values);
+    answer_error(c, t.id, job.audit, 502, "upstream_unavailable", rec.rule, "upstream_h2_refused",
+                 job.t0, &job.v.scrub_values);
     finish_task(c, t);
     co_return;
   }
   t.link = link;
   t.up_id = uid;
   link->tasks[uid] = &t;
-  rec.decision = "allow";
+  rec.decision = AuditDecision::kAllow;
   if (job.v.decision.report_only) rec.reason = "report_only:" + job.v.decision.reason;
 
   const Limits& limits = impl.options.limits;
@@ -469,7 +469,7 @@ awaitable<void> forward_h2(H2Conn& c, StreamJob& job, std::shared_ptr<UpstreamH2
     if (!p.request_done) c.sess.discard_request_body(t.id);
     if (rec.reason.empty()) rec.reason = "allowed";
   } else if (t.cancelled) {
-    rec.decision = "error";
+    rec.decision = AuditDecision::kError;
     rec.reason = "client_reset";
   } else {
     impl.metrics.upstream_errors++;
@@ -482,14 +482,14 @@ awaitable<void> forward_h2(H2Conn& c, StreamJob& job, std::shared_ptr<UpstreamH2
       link->sess.forget(uid);
       link->wake.notify();
       t.link.reset();
-      answer_error(c, t.id, rec, 502, "upstream_failed", rec.rule, why, job.t0,
+      answer_error(c, t.id, job.audit, 502, "upstream_failed", rec.rule, why, job.t0,
                    &job.v.scrub_values);
       finish_task(c, t);
       co_return;
     } else {
       c.sess.reset(t.id, t.timed_out ? h2::kCancel : h2::kInternalError);
     }
-    rec.decision = "error";
+    rec.decision = AuditDecision::kError;
     rec.reason = why;
   }
   c.writer_wake.notify();

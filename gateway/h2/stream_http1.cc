@@ -201,7 +201,7 @@ awaitable<void> forward_http1(H2Conn& c, StreamJob& job,
     if (!up && !t->cancelled) {
       impl.metrics.upstream_errors++;
       if (err.status == 403) rec.rule = "floors";
-      answer_error(c, t->id, rec, err.status,
+      answer_error(c, t->id, job.audit, err.status,
                    err.status == 403 ? "egress_denied" : "upstream_unavailable", rec.rule,
                    err.reason, job.t0, &job.v.scrub_values);
       finish_task(c, *t);
@@ -209,7 +209,7 @@ awaitable<void> forward_http1(H2Conn& c, StreamJob& job,
     }
   }
   if (t->cancelled) {
-    rec.decision = "error";
+    rec.decision = AuditDecision::kError;
     rec.reason = "client_reset";
     audit_forwarded(c, job);
     finish_task(c, *t);
@@ -217,7 +217,7 @@ awaitable<void> forward_http1(H2Conn& c, StreamJob& job,
   }
   ByteStream& us = *up->stream;
   t->upstream = &us;
-  rec.decision = "allow";
+  rec.decision = AuditDecision::kAllow;
   if (v.decision.report_only) rec.reason = "report_only:" + v.decision.reason;
 
   // ---- request head, then the body in its own coroutine (bidirectional streaming) ----
@@ -254,21 +254,21 @@ awaitable<void> forward_http1(H2Conn& c, StreamJob& job,
   }
   rec.bytes_up = bytes_up;
   if (t->cancelled && !r.complete) {
-    rec.decision = "error";
+    rec.decision = AuditDecision::kError;
     rec.reason = "client_reset";
   } else if (!r.complete) {
     impl.metrics.upstream_errors++;
     if (t->timed_out) r.fail_reason = "stream_timeout";
     if (r.fail_reason.empty()) r.fail_reason = ec ? "upstream_write_failed" : "upstream_error";
     if (!r.head_sent) {
-      answer_error(c, t->id, rec, 502, "upstream_failed", rec.rule, r.fail_reason, job.t0,
+      answer_error(c, t->id, job.audit, 502, "upstream_failed", rec.rule, r.fail_reason, job.t0,
                    &job.v.scrub_values);
       finish_task(c, *t);
       co_return;
     }
     c.sess.reset(t->id, t->timed_out ? h2::kCancel : h2::kInternalError);
     c.writer_wake.notify();
-    rec.decision = "error";
+    rec.decision = AuditDecision::kError;
     rec.reason = r.fail_reason;
   } else if (rec.reason.empty()) {
     rec.reason = "allowed";

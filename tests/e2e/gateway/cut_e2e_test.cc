@@ -199,8 +199,8 @@ class CutE2E : public e2e::GatewayFixture {
     return false;
   }
   std::vector<AuditRecord> cut_records() const {
-    return e2e::records_where(*audit,
-                              [](const AuditRecord& r) { return r.kind == "connection_cut"; });
+    return e2e::records_where(
+        *audit, [](const AuditRecord& r) { return r.kind == AuditKind::kConnectionCut; });
   }
 
   std::shared_ptr<FakePolicy> full;
@@ -269,7 +269,7 @@ TEST_F(CutE2E, NarrowingTheOverlayEndsTheOpenConnectionsItRefusesAndNoOthers) {
   std::multiset<std::string> hosts;
   for (const auto& r : recs) {
     EXPECT_EQ(r.sandbox, "sb1");
-    EXPECT_EQ(r.decision, "deny");
+    EXPECT_EQ(r.decision, AuditDecision::kDeny);
     EXPECT_EQ(r.reason, "network_overlay_narrowed");
     EXPECT_FALSE(r.src.empty());
     hosts.insert(r.host);

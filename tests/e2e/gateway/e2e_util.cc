@@ -274,7 +274,15 @@ std::vector<AuditRecord> wait_records(const testing::MemoryAudit& audit, const R
   return out;
 }
 
+void expect_every_decision_audited(const testing::MemoryAudit& audit) {
+  auto unaudited =
+      records_where(audit, [](const AuditRecord& r) { return r.reason == "unaudited_exit"; });
+  EXPECT_TRUE(unaudited.empty()) << unaudited.size() << " decision(s) ended without their line, "
+                                 << "first: " << unaudited.front().request_id;
+}
+
 void GatewayFixture::TearDown() {
+  expect_every_decision_audited(*audit);
   stop_gateway();
   if (!tmp.empty()) std::filesystem::remove_all(tmp);
 }

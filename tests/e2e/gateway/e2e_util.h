@@ -79,6 +79,10 @@ std::vector<AuditRecord> records_where(const testing::MemoryAudit& audit, const 
 // just after the client has seen the answer or the close.
 std::vector<AuditRecord> wait_records(const testing::MemoryAudit& audit, const RecordMatch& match,
                                       size_t at_least = 1, int ms = 5000);
+// Fails the test if a decision ended without committing its line (an AuditScope wrote
+// "unaudited_exit"). Called before the gateway stops: a request still in flight then is ended
+// unaudited on purpose.
+void expect_every_decision_audited(const testing::MemoryAudit& audit);
 
 // The base of the gateway e2e fixtures. Suites build what they share in SetUp with the helpers
 // below (wrap the ASSERTing ones in ASSERT_NO_FATAL_FAILURE); TearDown stops the gateway, drops

@@ -194,7 +194,7 @@ TEST_F(GatewayE2E, AllowedGetInjectsCredentialSeenByUpstreamNeverByClient) {
   EXPECT_EQ(r.headers.find(kSecret), std::string::npos) << r.headers;
   EXPECT_EQ(r.body.find(kSecret), std::string::npos);
   const auto rec = last_record();
-  EXPECT_EQ(rec.decision, "allow");
+  EXPECT_EQ(rec.decision, AuditDecision::kAllow);
   EXPECT_EQ(rec.sandbox, "sb1");
   EXPECT_EQ(rec.sni, "api.test");
   EXPECT_EQ(rec.route, "echo");
@@ -598,7 +598,7 @@ TEST_F(GatewayE2E, WebSocketIsCheckedInjectedThenTunnelledBothWays) {
   c->read_until_close();
   auto recs = audit_with_reason("websocket");
   ASSERT_EQ(recs.size(), 1u);
-  EXPECT_EQ(recs[0].decision, "allow");
+  EXPECT_EQ(recs[0].decision, AuditDecision::kAllow);
   EXPECT_EQ(recs[0].status, 101);
   EXPECT_EQ(recs[0].route, "echo");
   EXPECT_EQ(recs[0].credential, "github");
@@ -822,7 +822,7 @@ std::string audited_text(const AuditRecord& r) {
   std::string t;
   for (const std::string* f :
        {&r.request_id, &r.sandbox, &r.src, &r.dst, &r.sni, &r.host, &r.method, &r.path,
-        &r.destination, &r.route, &r.rule, &r.decision, &r.reason, &r.credential, &r.token_id}) {
+        &r.destination, &r.route, &r.rule, &r.reason, &r.credential, &r.token_id}) {
     t += *f;
     t += '\n';
   }
@@ -871,7 +871,7 @@ TEST_F(GatewayE2E, UnparsableHeadAtTheProxyListenerIsAnswered400AndAudited) {
   auto recs = audit_with_reason("parse_error");
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].status, 400);
-  EXPECT_EQ(recs[0].decision, "error");
+  EXPECT_EQ(recs[0].decision, AuditDecision::kError);
   // A head over the size limit: refused with its status, audited.
   RawClient d;
   ASSERT_TRUE(d.connect_tcp(proxy_port));

@@ -248,6 +248,7 @@ class H2E2E : public ::testing::Test {
   }
   virtual void customize(GatewayOptions&) {}
   void TearDown() override {
+    if (audit) e2e::expect_every_decision_audited(*audit);
     if (gateway) gateway->stop(500);
     gateway.reset();
     if (!tmp.empty()) std::filesystem::remove_all(tmp);
@@ -337,7 +338,7 @@ TEST_F(H2E2E, AllowedAndDeniedStreamsOnOneConnection) {
   EXPECT_FALSE(c->goaway);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   size_t lines = 0;
-  for (auto& r : audit->records()) lines += r.kind == "request";
+  for (auto& r : audit->records()) lines += r.kind == AuditKind::kRequest;
   EXPECT_EQ(lines, 4u);  // one per stream
 }
 

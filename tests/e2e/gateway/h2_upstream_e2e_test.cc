@@ -98,6 +98,7 @@ class H2UpstreamE2E : public ::testing::Test {
   }
   virtual void customize(GatewayOptions&) {}
   void TearDown() override {
+    if (audit) e2e::expect_every_decision_audited(*audit);
     if (gateway) gateway->stop(500);
     gateway.reset();
     if (!tmp.empty()) std::filesystem::remove_all(tmp);
@@ -238,7 +239,7 @@ TEST_F(H2UpstreamE2E, AllowedAndDeniedStreamsOnOneConnectionShareOneUpstreamConn
   }
   EXPECT_EQ(h2up->connections(), 1);
   size_t lines = 0;
-  for (auto& r : audit->records()) lines += r.kind == "request";
+  for (auto& r : audit->records()) lines += r.kind == AuditKind::kRequest;
   EXPECT_EQ(lines, 5u);
 }
 

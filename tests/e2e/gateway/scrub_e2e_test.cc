@@ -77,8 +77,9 @@ class ScrubE2E : public e2e::GatewayFixture {
   }
   // The audit line of the last request with `reason` (waits briefly: it may follow the answer).
   std::optional<AuditRecord> record_with(const std::string& reason) {
-    auto recs = e2e::wait_records(
-        *audit, [&](const AuditRecord& r) { return r.kind == "request" && r.reason == reason; });
+    auto recs = e2e::wait_records(*audit, [&](const AuditRecord& r) {
+      return r.kind == AuditKind::kRequest && r.reason == reason;
+    });
     if (recs.empty()) return std::nullopt;
     return recs.back();
   }
@@ -184,7 +185,7 @@ TEST_F(ScrubE2E, BodyInACodingTheGatewayCannotCheckIsRefused) {
   EXPECT_EQ(r.body.find(kSecret), std::string::npos);
   auto rec = record_with("unscannable_content_encoding");
   ASSERT_TRUE(rec);
-  EXPECT_EQ(rec->decision, "error");
+  EXPECT_EQ(rec->decision, AuditDecision::kError);
 }
 
 TEST_F(ScrubE2E, DestinationThatOptsOutIsNotScrubbed) {

@@ -175,6 +175,8 @@ for _ in $(seq 1800); do
   sleep 0.1
 done
 check "mmdebstrap started" test $started = yes
+# Why not, when it did not (a mirror that failed, a build that ended early): its own words.
+[ $started = yes ] || sed 's/^/  int.err: /' "$tmp/int.err" | tail -n 15
 kill -TERM "$bg_pid"
 wait "$bg_pid"
 rc=$?
