@@ -340,13 +340,7 @@ void Vsock::write_to_host(const Key& k) {
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // EPOLLOUT resumes it
     // The client is gone: what the guest sent cannot be delivered.
-    if (c.state.state() == VsockConnection::State::kConnecting) {
-      close_conn(k, true);
-    } else {
-      queue_for(c, kVsockOpShutdown, kVsockShutdownRcv | kVsockShutdownSend);
-      close_fd(c);
-      c.state.start_closing(Clock::now());
-    }
+    client_gone(k, c);
     return;
   }
 }
@@ -381,6 +375,18 @@ void Vsock::read_from_host(Conn& c) {
     c.state.on_host_eof();
     queue_for(c, kVsockOpShutdown, kVsockShutdownSend);
   } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    queue_for(c, kVsockOpShutdown, kVsockShutdownRcv | kVsockShutdownSend);
+    close_fd(c);
+    c.state.start_closing(Clock::now());
+  }
+}
+
+// The Unix client is gone: a handshake still pending is reset; an open connection is shut
+// down towards the guest and closes once the guest acknowledges (or its deadline passes).
+void Vsock::client_gone(const Key& k, Conn& c) {
+  if (c.state.state() == VsockConnection::State::kConnecting) {
+    close_conn(k, true);
+  } else {
     queue_for(c, kVsockOpShutdown, kVsockShutdownRcv | kVsockShutdownSend);
     close_fd(c);
     c.state.start_closing(Clock::now());
@@ -499,13 +505,7 @@ void Vsock::on_conn_event(int fd, uint32_t events) {
   Conn& c = conns_.at(k);
   if (events & (EPOLLHUP | EPOLLERR)) {
     // The client closed both directions: nothing can reach it any more.
-    if (c.state.state() == VsockConnection::State::kConnecting) {
-      close_conn(k, true);
-    } else {
-      queue_for(c, kVsockOpShutdown, kVsockShutdownRcv | kVsockShutdownSend);
-      close_fd(c);
-      c.state.start_closing(Clock::now());
-    }
+    client_gone(k, c);
     flush_rx();
     return;
   }

@@ -98,6 +98,7 @@ class Vsock : public Device {
   void after_change(const Key& k);  // closes what is finished, re-arms epoll
   void rearm(Conn& c);
   void close_conn(const Key& k, bool send_rst);
+  void client_gone(const Key& k, Conn& c);
   void close_fd(Conn& c);
   void send_transport_reset();
 
