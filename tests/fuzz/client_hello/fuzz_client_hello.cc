@@ -1,6 +1,7 @@
 // libFuzzer driver for parse_client_hello(). Besides "no crash, no read past the span" it checks
 // the parser's contract: a Done answer is stable under re-parsing exactly the hello's bytes, no
-// proper prefix of those bytes is Done, and the SNI is lower-case LDH.
+// proper prefix of those bytes is Done, and the SNI is a canonical host name (common/host_name.h:
+// lower-case letters, digits, '-', '_' and dots).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -32,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (h.sni) {
       if (h.sni->empty() || h.sni->size() > 253) std::abort();
       for (char c : *h.sni) {
-        bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
+        bool ok =
+            (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
         if (!ok) std::abort();
       }
     }
