@@ -411,30 +411,25 @@ std::vector<uint32_t> Steering::map_ids() const {
 }
 
 bool DropEventLimiter::admit(const DropEvent& e, uint64_t now_ms, uint64_t* suppressed) {
-  Bucket* b = nullptr;
-  for (auto& [ifindex, bucket] : buckets_)
-    if (ifindex == e.ifindex) b = &bucket;
-  if (!b) {
-    buckets_.emplace_back(e.ifindex, Bucket{});
-    b = &buckets_.back().second;
+  const auto now = TokenBucket::Clock::time_point(std::chrono::milliseconds(now_ms));
+  // Past a handful of interfaces, forget the ones that are indistinguishable from new.
+  constexpr size_t kPruneAbove = 64;
+  if (buckets_.size() > kPruneAbove) {
+    for (auto it = buckets_.begin(); it != buckets_.end();) {
+      bool idle =
+          it->first != e.ifindex && it->second.suppressed == 0 && it->second.tokens.full(now);
+      it = idle ? buckets_.erase(it) : std::next(it);
+    }
   }
-  if (!b->init) {
-    b->tokens = burst_;
-    b->last_ms = now_ms;
-    b->init = true;
-  }
-  if (interval_ms_ > 0 && now_ms > b->last_ms) {
-    b->tokens = std::min<double>(burst_, b->tokens + static_cast<double>(now_ms - b->last_ms) /
-                                                         static_cast<double>(interval_ms_));
-  }
-  b->last_ms = std::max(b->last_ms, now_ms);
-  if (b->tokens < 1.0) {
-    ++b->suppressed;
+  const double per_second = interval_ms_ == 0 ? 0 : 1000.0 / static_cast<double>(interval_ms_);
+  auto it = buckets_.try_emplace(e.ifindex, Bucket{TokenBucket(per_second, burst_, now)}).first;
+  Bucket& b = it->second;
+  if (!b.tokens.take(now)) {
+    ++b.suppressed;
     return false;
   }
-  b->tokens -= 1.0;
-  if (suppressed) *suppressed = b->suppressed;
-  b->suppressed = 0;
+  if (suppressed) *suppressed = b.suppressed;
+  b.suppressed = 0;
   return true;
 }
 

@@ -13,11 +13,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
+#include "common/token_bucket.h"
 
 namespace cordon::bpf {
 
@@ -146,8 +148,10 @@ class Steering {
 };
 
 // Rate-limits drop events into `egress_dropped` audit lines: per interface at most `burst`
-// lines, then one per `interval_ms`; dropped-but-unreported events are counted and handed to
-// the next line that passes (`suppressed`). The caller writes the audit line.
+// lines, then one per `interval_ms` (0: no limit); dropped-but-unreported events are counted and
+// handed to the next line that passes (`suppressed`). The caller writes the audit line.
+// Bounded: an interface whose bucket is full again and owes no count is forgotten (a new bucket
+// would be the same), so interfaces of sandboxes long gone do not accumulate.
 class DropEventLimiter {
  public:
   DropEventLimiter(uint32_t burst, uint64_t interval_ms)
@@ -155,17 +159,16 @@ class DropEventLimiter {
   // True if a line should be written for this event now; `suppressed` gets the number of
   // events of this interface swallowed since the last line.
   bool admit(const DropEvent& e, uint64_t now_ms, uint64_t* suppressed);
+  size_t tracked() const { return buckets_.size(); }
 
  private:
   struct Bucket {
-    double tokens = 0;
-    uint64_t last_ms = 0;
+    TokenBucket tokens;
     uint64_t suppressed = 0;
-    bool init = false;
   };
   uint32_t burst_;
   uint64_t interval_ms_;
-  std::vector<std::pair<uint32_t, Bucket>> buckets_;  // few interfaces: linear is fine
+  std::map<uint32_t, Bucket> buckets_;  // by ifindex
 };
 
 // The fwmark rule and local route (IPv4 and IPv6), idempotent both ways.

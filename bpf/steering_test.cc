@@ -67,6 +67,23 @@ TEST(DropEventLimiter, BurstThenOnePerInterval) {
   EXPECT_FALSE(limiter.admit(a, 2002, &suppressed));
 }
 
+TEST(DropEventLimiter, InterfacesLongQuietAreForgottenButOwedCountsAreKept) {
+  DropEventLimiter limiter(2, 1000);
+  DropEvent e;
+  uint64_t suppressed = 0;
+  // One interface that owes a count, then a thousand that each drop once and go quiet.
+  e.ifindex = 1;
+  for (int i = 0; i < 3; ++i) (void)limiter.admit(e, 0, &suppressed);
+  for (uint32_t i = 0; i < 1000; ++i) {
+    e.ifindex = 100 + i;
+    EXPECT_TRUE(limiter.admit(e, 10000 + uint64_t(i) * 1000, &suppressed));
+  }
+  EXPECT_LE(limiter.tracked(), 70u) << "full, silent buckets are dropped";
+  e.ifindex = 1;
+  EXPECT_TRUE(limiter.admit(e, 2000000, &suppressed));
+  EXPECT_EQ(suppressed, 1u) << "the owed count survived the pruning";
+}
+
 TEST(NftTproxy, RulesetShape) {
   TproxyConfig c;
   c.interfaces = {"cdh1", "cdh2"};
