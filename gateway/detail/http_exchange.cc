@@ -51,6 +51,16 @@ awaitable<Verdict> evaluate_request_off_io(Gateway::Impl& impl, const GatewayCon
   }
 }
 
+void record_verdict(AuditRecord& rec, const Verdict& v) {
+  rec.host = v.host;
+  rec.path = v.canonical_path;
+  rec.destination = v.decision.destination;
+  rec.route = v.decision.route;
+  rec.rule = v.decision.rule;
+  rec.credential = v.credential_name;
+  rec.token_id = v.token_id;
+}
+
 std::string make_request_id() {
   return new_request_id();
 }
@@ -127,13 +137,7 @@ awaitable<std::optional<ExchangeEnd>> decide(Exchange& e) {
   if (e.scrubbing) narrow_accept_encoding(e.v.upstream_headers);
   x.secrets = &v.scrub_values;
   e.audit.redact(&e.v.scrub_values);
-  e.rec.host = v.host;
-  e.rec.path = v.canonical_path;
-  e.rec.destination = v.decision.destination;
-  e.rec.route = v.decision.route;
-  e.rec.rule = v.decision.rule;
-  e.rec.credential = v.credential_name;
-  e.rec.token_id = v.token_id;
+  record_verdict(e.rec, v);
   if (v.status != 0) {
     bool keep = co_await answer_error(x, e.req, e.audit, v.status, v.error, v.decision.rule,
                                       v.reason, e.t0);

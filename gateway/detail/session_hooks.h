@@ -21,5 +21,7 @@ void pool_upstream(Worker& worker, std::unique_ptr<UpstreamConn> conn);
 awaitable<Verdict> evaluate_request_off_io(Gateway::Impl& impl, const GatewayConfig& config,
                                            const ConnectionFacts& facts, const MessageHead& head);
 std::string make_request_id();
+// What the verdict decided, into the request's audit line (names only, never values).
+void record_verdict(AuditRecord& rec, const Verdict& v);
 
 }  // namespace cordon::gateway::detail

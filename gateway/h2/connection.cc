@@ -136,13 +136,7 @@ awaitable<bool> check_stream(H2Conn& c, StreamJob& job) {
   const Verdict& v = job.v;
   remember_secrets(c.secrets, v.scrub_values);
   job.audit.redact(&job.v.scrub_values);
-  job.rec.host = v.host;
-  job.rec.path = v.canonical_path;
-  job.rec.destination = v.decision.destination;
-  job.rec.route = v.decision.route;
-  job.rec.rule = v.decision.rule;
-  job.rec.credential = v.credential_name;
-  job.rec.token_id = v.token_id;
+  record_verdict(job.rec, v);
   if (t.cancelled) {
     audit_client_reset(job);
     co_return false;
