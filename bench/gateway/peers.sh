@@ -47,6 +47,8 @@
 #        GW_THREADS (cordon io threads; default: the CPUs the proxy gets, 1 in split)
 #        PERF_OUT=/tmp/cordon.perf (perf record of cordon during its throughput runs:
 #          PERF_OUT-1k, PERF_OUT-64k for HTTP/1.1, PERF_OUT-h2-1k, PERF_OUT-h2-64k for h2)
+#        SYSCALLS=1 (perf stat of each proxy during its throughput runs: syscalls and context
+#          switches per request, two more rows; 0 = off)
 #        H2=1 (0 = no HTTP/2 table)  H2_CONNS=4  H2_STREAMS=32 (h2load -c, -m)
 #        SKIP_DEPS=1 (do not run scripts/install-deps.sh --bench first)
 set -euo pipefail
@@ -255,7 +257,7 @@ EOF
 unsteer() { in_gw nft delete table ip bench_steer 2>/dev/null || true; }
 
 # ---- measurement -------------------------------------------------------------------------------
-declare -A RPS MBS P50 P99 LAT SKIP REQS PX_CPU PX_WAIT WRK_CPU NG_CPU WALL TASKS IRQ STEAL
+declare -A RPS MBS P50 P99 LAT SKIP REQS PX_CPU PX_WAIT WRK_CPU NG_CPU WALL TASKS IRQ STEAL PX_SYS PX_CS
 proxy_pid=""  # the process (tree) of the proxy under test; empty for direct
 clk_tck=$(getconf CLK_TCK)
 tree_pids() {  # tree_pids PID: PID and all its descendants (Squid's helpers, nginx's workers)
@@ -337,12 +339,24 @@ perf_start() {  # perf_start TAG: profile cordon for DURATION s into PERF_OUT-TA
     perf_pid=$!
   fi
 }
+stat_start() {  # stat_start OUT: count the proxy tree's syscalls and context switches (sets stat_pid)
+  if [ "${SYSCALLS:-1}" = 1 ] && [ -n "$proxy_pid" ] && command -v perf >/dev/null; then
+    perf stat -x, -e raw_syscalls:sys_enter,context-switches -o "$1" \
+      -p "$(tree_pids "$proxy_pid" | paste -sd,)" -- sleep "$DURATION" 2>/dev/null &
+    stat_pid=$!
+  fi
+}
+stat_read() {  # stat_read OUT EVENT: the count perf stat wrote for EVENT, or empty
+  awk -F, -v e="$2" '$3 == e { print $1; exit }' "$1" 2>/dev/null || true
+}
 measure() {  # measure NAME: throughput (CONNS) and latency (1 connection) for both sizes
   local name=$1 size f
   for size in 1k 64k; do
     f="$tmp/wrk-$name-$size"
     local perf_pid=""
     if [ "$name" = cordon ]; then perf_start "$size"; fi
+    local stat_pid=""
+    stat_start "$f.stat"
     local ng0 px0="" pw0="" t0 b0 ng1 px1="" pw1="" t1 b1
     ng0=$(cpu_s "$nginx_pid")
     [ -n "$proxy_pid" ] && px0=$(cpu_s "$proxy_pid") && pw0=$(waited_s "$proxy_pid")
@@ -352,6 +366,9 @@ measure() {  # measure NAME: throughput (CONNS) and latency (1 connection) for b
     ng1=$(cpu_s "$nginx_pid")
     [ -n "$proxy_pid" ] && px1=$(cpu_s "$proxy_pid") && pw1=$(waited_s "$proxy_pid")
     [ -n "$perf_pid" ] && wait "$perf_pid" 2>/dev/null
+    [ -n "$stat_pid" ] && wait "$stat_pid" 2>/dev/null
+    PX_SYS[$name,$size]=$(stat_read "$f.stat" raw_syscalls:sys_enter)
+    PX_CS[$name,$size]=$(stat_read "$f.stat" context-switches)
     REQS[$name,$size]=$(awk '/ requests in / { print $1; exit }' "$f")
     WALL[$name,$size]=$(diff_s "$t0" "$t1")
     WRK_CPU[$name,$size]=$(cat "$f.cpu")
@@ -717,6 +734,15 @@ for size in 1k 64k; do
         o = 100 * (m - p - a - b + st) / w; printf "%.0f", (o < 0 ? 0 : o) }'
   }
   row "$label proxy CPU us/req" f_pxcpu
+  f_count_per_req() {  # f_count_per_req COUNT REQUESTS (wrk's count over its whole run, perf's over DURATION)
+    awk -v c="$1" -v n="$2" 'BEGIN { if (c != "" && n > 0) printf "%.1f", c / n; else print "-" }'
+  }
+  f_pxsys() { f_count_per_req "${PX_SYS[$1,$size]:-}" "${REQS[$1,$size]:-0}"; }
+  f_pxcs() { f_count_per_req "${PX_CS[$1,$size]:-}" "${REQS[$1,$size]:-0}"; }
+  if [ "${SYSCALLS:-1}" = 1 ]; then
+    row "$label proxy syscalls/req" f_pxsys
+    row "$label proxy ctx switches/req" f_pxcs
+  fi
   row "$label endpoints CPU us/req" f_epcpu
   row "$label   wrk CPU us/req" f_wrkcpu
   row "$label   nginx CPU us/req" f_ngcpu

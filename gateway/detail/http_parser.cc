@@ -36,12 +36,22 @@ HttpParser::HttpParser(Kind kind, const Limits& limits) : kind_(kind), limits_(l
   next_message(false);
 }
 
+namespace {
+constexpr size_t kReservedHeaders = 16;
+}  // namespace
+
 void HttpParser::next_message(bool head_request) {
   // A fresh llhttp state per message: HTTP/1.1 carries no parser state between messages, and
   // this also clears a pause or an upgrade pause.
   llhttp_init(&parser_, kind_ == Kind::kRequest ? HTTP_REQUEST : HTTP_RESPONSE, &settings_);
   parser_.data = this;
+  // The header vector keeps its capacity from message to message (a keep-alive connection
+  // parses one head per request; growing a fresh vector costs several allocations each time).
+  Headers headers = std::move(head_.headers);
+  headers.clear();
+  if (headers.capacity() < kReservedHeaders) headers.reserve(kReservedHeaders);
   head_ = MessageHead{};
+  head_.headers = std::move(headers);
   trailers_.clear();
   in_value_ = false;
   head_request_ = head_request;

@@ -180,6 +180,10 @@ void ScrubPatterns::build_index() {
     min_len_ = std::min(min_len_, p.bytes.size());
     max_len_ = std::max(max_len_, p.bytes.size());
   }
+  for (const auto& p : patterns_) {
+    uint32_t& longest = longest_from_[static_cast<unsigned char>(p.bytes[0])];
+    longest = std::max(longest, static_cast<uint32_t>(p.bytes.size()));
+  }
   window_ = std::min<size_t>(8, min_len_);
   window_mask_ = window_ == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * window_)) - 1;
   // Sampling: a window is looked up only every `stride_` bytes. Every occurrence of a pattern
@@ -205,6 +209,7 @@ size_t BodySecretScrubber::hold_length(const char* buf, size_t len) const {
   size_t k = std::min(len, p_->max_len_ - 1);
   for (; k > 0; --k) {
     const char* tail = buf + len - k;
+    if (p_->longest_from_[static_cast<unsigned char>(tail[0])] <= k) continue;
     for (const auto& p : p_->patterns_) {
       if (p.bytes.size() > k && p.bytes[0] == tail[0] && std::memcmp(p.bytes.data(), tail, k) == 0)
         return k;

@@ -21,6 +21,7 @@
 // kMinScrubSecretBytes.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -84,6 +85,9 @@ class ScrubPatterns {
     uint32_t offset;  // of the window in the pattern
   };
   std::vector<Entry> entries_;  // sorted by key
+  // The longest pattern that starts with each byte: the hold-back check at the end of every
+  // feed skips the tail positions whose byte starts no pattern long enough.
+  std::array<uint32_t, 256> longest_from_{};
 };
 
 // The patterns of one connection's secrets, built again only when those secrets change (a
