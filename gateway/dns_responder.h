@@ -137,21 +137,17 @@ bool looks_like_tunnel(std::string_view name);
 class DnsResponder {
  public:
   // `config`: where the DNS view of the policy is read (GatewayConfig::dns_policy), once per
-  // query. Pass the gateway's (Gateway::config_source()) so that a reload reaches both in one
-  // swap; null = a source of the responder's own, set with set_policy.
+  // query: the gateway's (Gateway::config_source()), so that one reload (Gateway::set_config)
+  // reaches both in one swap. Required. Fail closed: while the snapshot has no dns_policy,
+  // every query is REFUSED.
   static Result<std::unique_ptr<DnsResponder>> create(boost::asio::io_context& io,
                                                       DnsResponderOptions options,
                                                       std::shared_ptr<SandboxDirectory> sandboxes,
                                                       std::shared_ptr<AuditSink> audit,
-                                                      std::shared_ptr<ConfigSource> config = {});
+                                                      std::shared_ptr<ConfigSource> config);
   ~DnsResponder();
   DnsResponder(const DnsResponder&) = delete;
   DnsResponder& operator=(const DnsResponder&) = delete;
-
-  // Replaces the DNS policy in the responder's source (keeping the rest of the snapshot):
-  // for a responder with a source of its own; with the gateway's, Gateway::set_config is the
-  // one call that swaps everything. Fail closed: until a policy is set, every query is REFUSED.
-  void set_policy(std::shared_ptr<const DnsPolicy> policy);
 
   // Binds UDP and TCP on "ADDR:PORT" (port 0: one free port for both); `transparent` sets
   // IP(V6)_TRANSPARENT (needs CAP_NET_ADMIN) so that steered packets to any address are taken

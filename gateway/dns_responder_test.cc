@@ -48,6 +48,16 @@ class SetPolicy : public DnsPolicy {
   bool unlisted_refused() const override { return refused; }
 };
 
+// The snapshot a responder reads, as the gateway publishes it (here only its DNS view).
+std::shared_ptr<ConfigSource> dns_config(std::shared_ptr<const DnsPolicy> policy) {
+  GatewayConfig c;
+  c.dns_policy = std::move(policy);
+  return std::make_shared<ConfigSource>(std::move(c));
+}
+void set_dns_policy(ConfigSource& source, std::shared_ptr<const DnsPolicy> policy) {
+  source.update([&](GatewayConfig& c) { c.dns_policy = std::move(policy); });
+}
+
 // A DNS query in wire form.
 std::string query(const std::string& name, uint16_t qtype, uint16_t id = 0x1234,
                   uint16_t qclass = 1) {
@@ -239,7 +249,10 @@ class DnsSockets : public ::testing::Test {
     sandboxes_->add("sb-1", "secret", "coding", "127.0.0.1");
     sandboxes_->add("sb-6", "secret", "coding", "::1");
     audit_ = std::make_shared<MemoryAudit>();
-    auto r = DnsResponder::create(io_, {}, sandboxes_, audit_);
+    auto pol = std::make_shared<SetPolicy>();
+    pol->hosts["coding"] = {"api.github.com"};
+    config_ = dns_config(pol);
+    auto r = DnsResponder::create(io_, {}, sandboxes_, audit_, config_);
     ASSERT_TRUE(r) << r.error().message;
     responder_ = std::move(*r);
     auto p4 = responder_->listen("127.0.0.1:0", false);
@@ -247,9 +260,6 @@ class DnsSockets : public ::testing::Test {
     port4_ = *p4;
     auto p6 = responder_->listen("[::1]:0", false);
     if (p6) port6_ = *p6;
-    auto pol = std::make_shared<SetPolicy>();
-    pol->hosts["coding"] = {"api.github.com"};
-    responder_->set_policy(pol);
     responder_->start();
     thread_ = std::thread([this] {
       auto guard = boost::asio::make_work_guard(io_);
@@ -324,6 +334,7 @@ class DnsSockets : public ::testing::Test {
   std::thread thread_;
   std::shared_ptr<FakeSandboxes> sandboxes_;
   std::shared_ptr<MemoryAudit> audit_;
+  std::shared_ptr<ConfigSource> config_;  // as the gateway's: reloads publish here
   std::unique_ptr<DnsResponder> responder_;
   uint16_t port4_ = 0, port6_ = 0;
 };
@@ -391,10 +402,10 @@ TEST_F(DnsSockets, PolicyHotSwapAppliesToTheNextQuery) {
   auto pol = std::make_shared<SetPolicy>();
   pol->hosts["coding"] = {"pypi.org"};
   pol->refused = true;
-  responder_->set_policy(pol);
+  set_dns_policy(*config_, pol);  // what a reload publishes
   EXPECT_EQ(rcode_of(udp_ask(AF_INET, port4_, query("pypi.org", dns_type::kA))), 0u);
   EXPECT_EQ(rcode_of(udp_ask(AF_INET, port4_, query("api.github.com", dns_type::kA))), 5u);
-  responder_->set_policy(nullptr);  // fail closed
+  set_dns_policy(*config_, nullptr);  // fail closed
   EXPECT_EQ(rcode_of(udp_ask(AF_INET, port4_, query("pypi.org", dns_type::kA))), 5u);
 }
 
@@ -471,14 +482,11 @@ TEST_F(DnsSockets, UdpAndTcpShareOneBucket) {
   o.queries_per_second = 1;
   o.query_burst = 3;
   o.clock = clock.fn();
-  auto r = DnsResponder::create(io_, o, sandboxes_, audit_);
+  auto r = DnsResponder::create(io_, o, sandboxes_, audit_, config_);
   ASSERT_TRUE(r) << r.error().message;
   auto limited = std::move(*r);
   auto port = limited->listen("127.0.0.1:0", false);
   ASSERT_TRUE(port) << port.error().message;
-  auto pol = std::make_shared<SetPolicy>();
-  pol->hosts["coding"] = {"api.github.com"};
-  limited->set_policy(pol);
   limited->start();
   EXPECT_EQ(rcode_of(udp_ask(AF_INET, *port, query("api.github.com", dns_type::kA))), 0u);
   EXPECT_EQ(rcode_of(udp_ask(AF_INET, *port, query("api.github.com", dns_type::kA))), 0u);
@@ -510,12 +518,11 @@ class DnsFlood : public ::testing::Test {
     options_.clock = clock_.fn();
   }
   void make() {
-    auto r = DnsResponder::create(io_, options_, sandboxes_, audit_);
-    ASSERT_TRUE(r) << r.error().message;
-    responder_ = std::move(*r);
     auto pol = std::make_shared<SetPolicy>();
     pol->hosts["coding"] = {"api.github.com"};
-    responder_->set_policy(pol);
+    auto r = DnsResponder::create(io_, options_, sandboxes_, audit_, dns_config(pol));
+    ASSERT_TRUE(r) << r.error().message;
+    responder_ = std::move(*r);
   }
   unsigned ask(const std::string& src, const std::string& name, uint16_t qtype = dns_type::kA,
                uint16_t id = 1) {
@@ -778,10 +785,9 @@ TEST(DnsOverlay, ANameTheOverlayRefusesIsAnsweredAsAnUnlistedNameAndAudited) {
   policy.refused = false;
   boost::asio::io_context io;
   auto audit = std::make_shared<MemoryAudit>();
-  auto r = DnsResponder::create(io, {}, dir, audit);
+  auto r =
+      DnsResponder::create(io, {}, dir, audit, dns_config(std::make_shared<SetPolicy>(policy)));
   ASSERT_TRUE(r) << r.error().message;
-  auto pol = std::make_shared<SetPolicy>(policy);
-  (*r)->set_policy(pol);
   std::string resp =
       (*r)->handle_query(query("api.github.com", dns_type::kA, 0x5151), "10.200.0.2", 5353, "");
   EXPECT_EQ(rcode_of(resp), 3u);  // NXDOMAIN
@@ -894,7 +900,7 @@ TEST(DnsReload, GatewayAndResponderReadOneSnapshotGeneration) {
   EXPECT_EQ(source->current()->generation, kReloads);
   EXPECT_EQ(ask(kReloads, id++), 0u);
   EXPECT_EQ(ask(kReloads - 1, id++), 3u);  // NXDOMAIN
-  // A reload that changes only the policy (set_policy) keeps the rest of the snapshot.
+  // A reload that changes only the policy (Gateway::set_policy) keeps the rest of the snapshot.
   (*gw)->set_policy(config(kReloads).policy);
   EXPECT_EQ(source->current()->generation, kReloads);
   EXPECT_EQ(ask(kReloads, id++), 0u);
@@ -904,22 +910,27 @@ TEST(DnsResponderCreate, RejectsBadSyntheticAddresses) {
   boost::asio::io_context io;
   auto sb = std::make_shared<FakeSandboxes>();
   auto audit = std::make_shared<MemoryAudit>();
+  auto config = std::make_shared<ConfigSource>();
   DnsResponderOptions o;
   o.synthetic_ipv4 = "not-an-ip";
-  EXPECT_FALSE(DnsResponder::create(io, o, sb, audit));
+  EXPECT_FALSE(DnsResponder::create(io, o, sb, audit, config));
   o = {};
   o.synthetic_ipv6 = "1.2.3.4";
-  EXPECT_FALSE(DnsResponder::create(io, o, sb, audit));
+  EXPECT_FALSE(DnsResponder::create(io, o, sb, audit, config));
   o = {};
   o.audit_interval_ms = 0;
-  EXPECT_FALSE(DnsResponder::create(io, o, sb, audit));
+  EXPECT_FALSE(DnsResponder::create(io, o, sb, audit, config));
   o = {};
   o.query_burst = 0;
-  EXPECT_FALSE(DnsResponder::create(io, o, sb, audit));
+  EXPECT_FALSE(DnsResponder::create(io, o, sb, audit, config));
   o = {};
   o.max_sources = 0;
-  EXPECT_FALSE(DnsResponder::create(io, o, sb, audit));
-  auto ok = DnsResponder::create(io, {}, sb, audit);
+  EXPECT_FALSE(DnsResponder::create(io, o, sb, audit, config));
+  // Without the snapshot to read there is nothing to answer from.
+  auto no_config = DnsResponder::create(io, {}, sb, audit, nullptr);
+  ASSERT_FALSE(no_config);
+  EXPECT_NE(no_config.error().message.find("configuration source"), std::string::npos);
+  auto ok = DnsResponder::create(io, {}, sb, audit, config);
   ASSERT_TRUE(ok);
   EXPECT_FALSE((*ok)->listen("nonsense", false));
   EXPECT_FALSE((*ok)->listen("127.0.0.1:99999", false));

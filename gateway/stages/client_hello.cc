@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "gateway/stages/detail/host_name.h"
+#include "common/host_name.h"
 #include "gateway/stages/limits.h"
 
 namespace cordon::gateway {

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "common/host_name.h"
 #include "common/http_grammar.h"
-#include "gateway/stages/detail/host_name.h"
 
 namespace cordon::gateway {
 namespace {
@@ -136,7 +136,7 @@ std::optional<HostPort> parse_host_port(std::string_view a) {
   if (a.front() == '[') {
     size_t close = a.find(']');
     if (close == std::string_view::npos) return std::nullopt;
-    auto v6 = detail::canonical_ipv6(a.substr(1, close - 1));
+    auto v6 = canonical_ipv6(a.substr(1, close - 1));
     if (!v6) return std::nullopt;
     hp.host = *v6;
     hp.is_ip = true;
@@ -153,14 +153,16 @@ std::optional<HostPort> parse_host_port(std::string_view a) {
       port = a.substr(colon + 1);
       has_port = true;
     }
-    if (detail::is_ipv4_literal(host)) {
+    if (is_ipv4_literal(host)) {
       hp.host = std::string(host);
       hp.is_ip = true;
     } else {
+      // One trailing dot is dropped (the absolute form); a second one is refused.
       if (!host.empty() && host.back() == '.') host.remove_suffix(1);
-      auto name = detail::canonical_dns_name(host);
+      HostNameBuffer buf;
+      const HostNameCheck name = canonicalize_host_name(host, buf, TrailingDot::kRefuse);
       if (!name) return std::nullopt;
-      hp.host = std::move(*name);
+      hp.host.assign(buf.data(), name.size);
     }
   }
   if (has_port) {
@@ -305,7 +307,7 @@ RequestVerdict check_request(const RequestHead& head, const ChannelFacts& facts,
       }
       if (host->is_ip) {
         std::string dst = facts.original_destination;
-        if (auto v6 = detail::canonical_ipv6(dst)) dst = *v6;
+        if (auto v6 = canonical_ipv6(dst)) dst = *v6;
         if (host->host != dst) {
           return reject(403, "host_ip_mismatch",
                         "IP-literal Host differs from the dialled address");
@@ -395,6 +397,7 @@ RequestVerdict check_request(const RequestHead& head, const ChannelFacts& facts,
   // --- Connection and hop-by-hop ---
   out.keep_alive = head.version_minor == 1;
   bool connection_upgrade = false;
+  out.strip_headers.reserve(std::size(kHopByHop) + 4);  // + "upgrade" and a few listed names
   for (std::string_view s : kHopByHop) out.strip_headers.emplace_back(s);
   for (const Header* h : connection_h) {
     std::string_view rest = h->value;
