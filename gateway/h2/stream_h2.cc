@@ -5,12 +5,13 @@
 // ways (a client reset cancels the upstream stream; an upstream reset is relayed and counted
 // against the client's reset budget); trailers relayed (grpc-status), scrubbed like headers.
 //
-// Response bodies of destinations with `scrub_response_body` go through ScrubbingBodyRelay
-// (gateway/stages/body_relay.h) as on HTTP/1.1: secrets overwritten with a bounded hold-back,
-// gzip/deflate decoded in bounded steps and sent decoded, other codings refused (502). Such a
-// stream credits the upstream as the relay takes its bytes (held-back bytes count as taken;
-// compressed ones once decoded) and feeds the relay only while the client's buffers have room,
-// so the buffering stays one upstream window plus one response buffer per stream.
+// Response bodies of destinations with `scrub_response_body` go through h2::ScrubbedBody
+// (gateway/h2/scrubbed_body.h, the relay of HTTP/1.1), as on an HTTP/1.1 upstream: secrets
+// overwritten with a bounded hold-back, gzip/deflate decoded in bounded steps and sent decoded,
+// other codings refused (502). Such a stream credits the upstream as the relay takes its bytes
+// (held-back bytes count as taken; compressed ones once decoded) and feeds the relay only while
+// the client's buffers have room, so the buffering stays one upstream window plus one response
+// buffer per stream.
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -23,6 +24,7 @@
 #include "gateway/detail/tunnel.h"
 #include "gateway/detail/upstream_connector.h"
 #include "gateway/h2/connection_state.h"
+#include "gateway/h2/scrubbed_body.h"
 #include "gateway/h2/translate.h"
 #include "gateway/stages/body_relay.h"
 
@@ -141,53 +143,6 @@ awaitable<void> link_writer(H2Conn& c, std::shared_ptr<UpstreamH2> l) {
   link_coroutine_done(c, *l);
 }
 
-// gRPC and Connect streaming bodies are length-prefixed messages (flag byte, 4-byte length)
-// that the client acts on one by one: the scrubber's hold-back is released at each message's
-// end, or a bidi stream would stall on bytes held until the next message. A secret is still
-// found split anywhere inside a message.
-struct EnvelopeCursor {
-  bool on = false;
-  uint8_t header[5] = {};
-  size_t header_have = 0;
-  uint64_t body_left = 0;
-
-  // How many bytes of `in` reach the end of the current message (`at_end`), or all of them.
-  size_t next_cut(std::string_view in, bool& at_end) {
-    size_t pos = 0;
-    at_end = false;
-    while (pos < in.size()) {
-      if (header_have < sizeof header) {
-        header[header_have++] = static_cast<uint8_t>(in[pos++]);
-        if (header_have < sizeof header) continue;
-        body_left = uint64_t{header[1]} << 24 | uint64_t{header[2]} << 16 |
-                    uint64_t{header[3]} << 8 | header[4];
-      } else {
-        size_t take = static_cast<size_t>(std::min<uint64_t>(body_left, in.size() - pos));
-        pos += take;
-        body_left -= take;
-      }
-      if (body_left == 0) {
-        header_have = 0;
-        at_end = true;
-        return pos;
-      }
-    }
-    return pos;
-  }
-};
-
-bool enveloped(const HeaderList& headers) {
-  for (const auto& h : headers) {
-    if (!ascii_iequals(h.name, "content-type")) continue;
-    std::string_view v = h.value;
-    auto starts = [&](std::string_view p) {
-      return v.size() >= p.size() && ascii_iequals(v.substr(0, p.size()), p);
-    };
-    return starts("application/grpc") || starts("application/connect+");
-  }
-  return false;
-}
-
 // Progress of one stream on a link.
 struct H2Pump {
   bool request_done = false;
@@ -195,10 +150,9 @@ struct H2Pump {
   bool complete = false;
   uint64_t bytes_up = 0, bytes_down = 0;
   // Scrubbed response body: the relay, upstream bytes fed to it and credited back, its output.
-  std::optional<ScrubbingBodyRelay> scrub;
+  std::optional<h2::ScrubbedBody> scrub;
   bool scrub_finished = false;
   uint64_t raw_fed = 0, raw_credited = 0;
-  EnvelopeCursor envelopes;  // gRPC / Connect streaming, identity coding
   std::string scrubbed;
   std::string fail;  // why the gateway ends the stream ("" = it does not)
 };
@@ -219,18 +173,10 @@ bool client_room(H2Conn& c, StreamTask& t) {
 // Content-Encoding and Content-Length when the body is sent decoded. False (p.fail) when the
 // body cannot be checked.
 bool start_scrub(H2Conn& c, StreamTask& t, H2Pump& p, MessageHead& mh) {
-  BodyCoding coding = body_coding(mh.headers);
-  p.scrub.emplace(c.scrub_patterns.get(c.secrets), coding, /*chunked_out=*/false);
+  p.scrub.emplace(c.scrub_patterns.get(c.secrets), mh.headers);
   if (p.scrub->failed()) {
     p.fail = p.scrub->error();
     return false;
-  }
-  if (p.scrub->decoded_head_changes()) {
-    std::erase_if(mh.headers, [](const Header& h) {
-      return ascii_iequals(h.name, "content-encoding") || ascii_iequals(h.name, "content-length");
-    });
-  } else {
-    p.envelopes.on = enveloped(mh.headers);
   }
   t.scrub_body = true;
   return true;
@@ -241,21 +187,13 @@ bool start_scrub(H2Conn& c, StreamTask& t, H2Pump& p, MessageHead& mh) {
 // consumed prefix), decoded in steps of one I/O buffer. False on a body that cannot be decoded.
 bool pump_scrubbed(H2Conn& c, StreamTask& t, UpstreamH2& link, H2UpstreamStream& us, H2Pump& p,
                    bool& progress) {
-  ScrubbingBodyRelay& r = *p.scrub;
+  h2::ScrubbedBody& r = *p.scrub;
   const size_t step = c.impl.options.limits.io_buffer_bytes;
   while (!p.scrub_finished && client_room(c, t)) {
     p.scrubbed.clear();
     bool fed = false;
     if (r.pending_input() == 0 && !us.body_in.empty()) {
-      std::string_view in = us.body_in;
-      while (p.envelopes.on && !in.empty()) {
-        bool at_end = false;
-        size_t cut = p.envelopes.next_cut(in, at_end);
-        r.feed(in.substr(0, cut), p.scrubbed);
-        in.remove_prefix(cut);
-        if (at_end) r.finish({}, {}, {}, p.scrubbed);  // identity: releases the hold-back
-      }
-      r.feed(in, p.scrubbed);
+      r.feed(us.body_in, p.scrubbed);
       p.raw_fed += us.body_in.size();
       p.bytes_down += us.body_in.size();
       us.body_in.clear();
@@ -264,7 +202,7 @@ bool pump_scrubbed(H2Conn& c, StreamTask& t, UpstreamH2& link, H2UpstreamStream&
     size_t before = r.pending_input();
     bool more = r.drain(p.scrubbed, step);
     if (!r.failed() && !more && us.end_in && us.body_in.empty()) {
-      r.finish({}, {}, {}, p.scrubbed);
+      r.finish(p.scrubbed);
       p.scrub_finished = true;
     }
     if (r.failed()) {
@@ -462,8 +400,7 @@ awaitable<void> forward_h2(H2Conn& c, StreamJob& job, std::shared_ptr<UpstreamH2
   }
   rec.bytes_up = p.bytes_up;
   rec.bytes_down = p.bytes_down;
-  if (p.scrub && p.scrub->matches() > 0)
-    rec.counts.emplace_back("body_secrets_scrubbed", p.scrub->matches());
+  if (p.scrub) p.scrub->add_counts(rec.counts);
   if (p.complete) {
     // The response is whole; a request body still coming has no one to go to.
     if (!p.request_done) c.sess.discard_request_body(t.id);

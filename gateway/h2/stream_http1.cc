@@ -1,6 +1,7 @@
 // One h2 stream forwarded to an HTTP/1.1 upstream (pooled): the request head rendered by the
 // pipeline, the body streamed in its own coroutine (re-framed as chunks when its length is
-// unknown), the response parsed and relayed as h2 with bounded buffering.
+// unknown), the response parsed and relayed as h2 with bounded buffering, its body scrubbed as
+// on the other paths (gzip/deflate decoded, other codings refused, gRPC hold-back released).
 #include <optional>
 #include <utility>
 
@@ -11,6 +12,7 @@
 #include "gateway/detail/tunnel.h"
 #include "gateway/detail/upstream_connector.h"
 #include "gateway/h2/connection_state.h"
+#include "gateway/h2/scrubbed_body.h"
 #include "gateway/h2/translate.h"
 #include "gateway/stages/body_relay.h"
 
@@ -89,6 +91,28 @@ awaitable<bool> wait_for_room(H2Conn& c, StreamTask& t) {
   co_return !t.cancelled && !t.timed_out;
 }
 
+// Sends what the scrubber made of the body bytes at hand. A compressed body is decoded in steps
+// of one I/O buffer, each only once the client has room, so a small body that decodes to a
+// large one costs time, never memory. False when the stream cannot go on (r.fail_reason says
+// why, unless it was cancelled or timed out).
+awaitable<bool> send_scrubbed(H2Conn& c, StreamTask& t, h2::ScrubbedBody& scrub, HttpParser& resp,
+                              Relay& r) {
+  std::string out;
+  scrub.feed(resp.body_out(), out);
+  resp.body_out().clear();
+  bool more = true;
+  while (!scrub.failed()) {
+    if (!out.empty()) c.sess.send_data(t.id, out);
+    c.writer_wake.notify();
+    out.clear();
+    if (!more) break;
+    more = scrub.drain(out, c.impl.options.limits.io_buffer_bytes);
+    if (more && !co_await wait_for_room(c, t)) co_return false;
+  }
+  if (scrub.failed()) r.fail_reason = scrub.error();
+  co_return !scrub.failed();
+}
+
 // Upstream → client: the HTTP/1.1 response parsed and relayed as h2 (interim responses
 // dropped, 101 refused, trailers relayed), reading more only when the buffers have room.
 awaitable<void> relay_response(H2Conn& c, StreamJob& job, ByteStream& us, HttpParser& resp,
@@ -99,11 +123,9 @@ awaitable<void> relay_response(H2Conn& c, StreamJob& job, ByteStream& us, HttpPa
   resp.next_message(head_req);
   resp.set_rechunk(false);
   std::vector<char> ubuf(limits.io_buffer_bytes);
-  // Secret values echoed in the body are overwritten (gateway/stages/body_relay.h). Only
-  // identity bodies here: a decoded body could outgrow the stream's buffers, so any other
-  // coding is refused (the request asked for identity).
-  std::optional<BodySecretScrubber> scrub;
-  std::string scrubbed;
+  // Secret values echoed in the body are overwritten as on the other paths
+  // (gateway/h2/scrubbed_body.h).
+  std::optional<h2::ScrubbedBody> scrub;
   while (!ec && !t.cancelled && !t.timed_out) {
     if (r.uend > r.upos) {
       r.upos += resp.feed(ubuf.data() + r.upos, r.uend - r.upos);
@@ -125,15 +147,19 @@ awaitable<void> relay_response(H2Conn& c, StreamJob& job, ByteStream& us, HttpPa
           continue;
         }
       } else {
+        const MessageHead* head = &resp.head();
+        MessageHead decoded;  // the head as sent when the scrubber changes it
         if (job.v.scrub_response_body && !c.secrets.empty() && !head_req && status != 204 &&
             status != 304) {
-          if (body_coding(resp.head().headers) != BodyCoding::kIdentity) {
-            r.fail_reason = "unscannable_content_encoding";
+          decoded = resp.head();
+          scrub.emplace(c.scrub_patterns.get(c.secrets), decoded.headers);
+          if (scrub->failed()) {
+            r.fail_reason = scrub->error();
             break;
           }
-          scrub.emplace(c.scrub_patterns.get(c.secrets));
+          head = &decoded;
         }
-        h2::H2ResponseHead rh = h2::to_h2_response(resp.head(), job.v.scrub_values);
+        h2::H2ResponseHead rh = h2::to_h2_response(*head, job.v.scrub_values);
         if (!c.sess.respond(t.id, status, rh.headers, false)) break;
         r.head_sent = true;
         job.rec.status = status;
@@ -141,24 +167,25 @@ awaitable<void> relay_response(H2Conn& c, StreamJob& job, ByteStream& us, HttpPa
     }
     if (r.head_sent && !resp.body_out().empty()) {
       if (scrub) {
-        scrubbed.clear();
-        scrub->feed(resp.body_out(), scrubbed);
-        if (!scrubbed.empty()) c.sess.send_data(t.id, scrubbed);
+        if (!co_await send_scrubbed(c, t, *scrub, resp, r)) break;
       } else {
         c.sess.send_data(t.id, resp.body_out());
+        resp.body_out().clear();
+        c.writer_wake.notify();
       }
-      resp.body_out().clear();
-      c.writer_wake.notify();
     }
     if (r.head_sent && resp.message_complete()) {
       if (scrub) {
-        scrubbed.clear();
-        scrub->finish(scrubbed);
-        if (!scrubbed.empty()) c.sess.send_data(t.id, scrubbed);
-        if (scrub->matches() > 0)
-          job.rec.counts.emplace_back("body_secrets_scrubbed", scrub->matches());
+        std::string rest;
+        if (!scrub->finish(rest)) {
+          r.fail_reason = scrub->error();
+          break;
+        }
+        if (!rest.empty()) c.sess.send_data(t.id, rest);
       }
-      c.sess.finish_response(t.id, h2::to_h2_trailers(resp.trailers(), job.v.scrub_values));
+      // Trailers carrying a secret (any known value) are dropped, as on the other paths.
+      c.sess.finish_response(
+          t.id, h2::to_h2_trailers(resp.trailers(), scrub ? c.secrets : job.v.scrub_values));
       c.writer_wake.notify();
       r.complete = t.response_done = true;
       break;
@@ -182,6 +209,7 @@ awaitable<void> relay_response(H2Conn& c, StreamJob& job, ByteStream& us, HttpPa
     r.uend = n;
   }
   job.rec.bytes_down = resp.body_bytes();
+  if (scrub) scrub->add_counts(job.rec.counts);
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "gateway/h2/testing/compress.h"
+
 namespace cordon::gateway::h2::testing {
 
 std::string SeenStream::field(const std::string& name) const {
@@ -61,21 +63,6 @@ std::string query_param(const std::string& path, const std::string& key) {
     q = to;
   }
   return {};
-}
-
-// gzip (wrapper "gzip") or zlib ("deflate") of `in`, in one go.
-std::string compress(const std::string& in, bool gzip) {
-  z_stream zs{};
-  deflateInit2(&zs, Z_BEST_SPEED, Z_DEFLATED, gzip ? 15 + 16 : 15, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&zs, in.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  zs.avail_in = static_cast<uInt>(in.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  deflate(&zs, Z_FINISH);
-  out.resize(out.size() - zs.avail_out);
-  deflateEnd(&zs);
-  return out;
 }
 
 nghttp2_nv nv(const std::string& name, const std::string& value) {
@@ -236,7 +223,7 @@ struct FakeH2Upstream::Session {
     std::string enc = query_param(st.seen.path, "enc");
     std::vector<std::pair<std::string, std::string>> extra;
     if (enc == "gzip" || enc == "deflate") {
-      body = compress(body, enc == "gzip");
+      body = compress(body, enc == "gzip" ? 15 + 16 : 15, Z_BEST_SPEED);
     }
     if (!enc.empty()) {
       extra.push_back({"content-encoding", enc});
