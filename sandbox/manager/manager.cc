@@ -629,11 +629,21 @@ Status change_pause(Manager::Impl& m, std::string_view id_in, bool to_paused) {
       return mfail(ManagerError::kConflict,
                    "sandbox '" + id + "' is " + (to_paused ? "already paused" : "not paused"));
     s = it->second;
+    // A microVM's monitor exits within its pause: until the new pids are known (below), the
+    // liveness check (deadline_loop) must not take that exit for a crash and reap the sandbox.
+    it->second.host_pids.clear();
   }
   Backend* b = m.backend_for(s.record.backend);
   if (!b) return mfail(ManagerError::kBackend, "no backend " + s.record.backend);
   Status st = to_paused ? b->pause(m.backend_view(s)) : b->resume(m.backend_view(s));
-  if (!st) return mfail(ManagerError::kBackend, st.error().message);
+  if (!st) {
+    // Watch whatever runs now (the old monitor, after a failed pause).
+    auto now = b->status(m.backend_view(s));
+    std::lock_guard lk(m.mu);
+    auto it = m.sandboxes.find(id);
+    if (it != m.sandboxes.end() && now) it->second.host_pids = now->host_pids;
+    return mfail(ManagerError::kBackend, st.error().message);
+  }
   // A microVM's monitor ends with its pause and a new one resumes it: the liveness check
   // (deadline_loop) must watch the new one, or none.
   auto now = b->status(m.backend_view(s));
