@@ -10,7 +10,14 @@
 // --concurrency N clones at once, and ROUNDS commands in a running clone; one "MICROVM-BENCH"
 // line per row. The times are TCG-emulated (the inner machine runs under qemu -accel tcg).
 //
+// With --gateway-state DIR (the state of the `cordon serve` that microvm_inner.sh runs beside it)
+// the first sandbox is also confined the way the manager does it (steering attached to its host
+// veth through serve's steering socket, registered in the vault) and its guest's HTTPS goes
+// through serve's gateway to the fake upstream (README.md "microvm mode", step 3).
+//
 // usage: microvm_driver --vmm P --kernel P --initrd P --image P --work DIR --http-port N
+//                       [--gateway-state DIR --secret-file P --fingerprint-file P
+//                        --upstream-log P --upstream-ip A --plain-port N]
 //                       [--bench ROUNDS [--concurrency N]]
 #include <dirent.h>
 #include <unistd.h>
@@ -27,7 +34,9 @@
 #include <vector>
 
 #include "common/file_io.h"
+#include "common/state_dir.h"
 #include "sandbox/manager/agent_client.h"
+#include "sandbox/manager/steering_client_confinement.h"
 #include "sandbox/microvm/microvm_backend.h"
 #include "sandbox/microvm/vsock_uds.h"
 #include "sandbox/netns.h"
@@ -200,6 +209,151 @@ int count_monitors() {
   return n;
 }
 
+// --- the gateway: a confined request from the guest ----------------------------------------
+
+struct GatewayConfig {
+  std::string state;                // serve's state directory (vault, audit, steering socket)
+  std::string secret;               // the vault's value of the credential (never in the guest)
+  std::string fingerprint;          // how the fake upstream echoes "Bearer <secret>" to the client
+  std::string upstream_log;         // the fake upstream's full request log (one JSON line each)
+  std::string upstream_ip;          // the fake internet's address (a namespace with no route out)
+  std::string plain_port = "8443";  // a plain HTTP listener there: only the steering stops it
+  std::shared_ptr<Confinement> confinement;
+};
+
+// For a log line: newlines shown as " | ", at most n characters.
+std::string flat(std::string s, size_t n) {
+  if (s.size() > n) s.resize(n);
+  std::string out;
+  for (char c : s) out += c == '\n' ? std::string(" | ") : std::string(1, c);
+  return out;
+}
+
+bool contains(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
+
+// The audit log's lines that contain every one of `all`; waits up to 5 s for the first (the
+// audit writer and the steering's drop reports are asynchronous).
+std::string audit_line(const GatewayConfig& g, const std::vector<std::string>& all) {
+  auto t0 = Clock::now();
+  do {
+    if (auto text = read_file(StateDir{g.state}.audit_log())) {
+      size_t at = 0;
+      while (at < text->size()) {
+        size_t nl = text->find('\n', at);
+        if (nl == std::string::npos) nl = text->size();
+        std::string line = text->substr(at, nl - at);
+        at = nl + 1;
+        if (std::all_of(all.begin(), all.end(), [&](const auto& w) { return contains(line, w); }))
+          return line;
+      }
+    }
+    usleep(200 * 1000);
+  } while (ms_since(t0) < 5000);
+  return "";
+}
+
+void need_audit(const GatewayConfig& g, const std::string& what,
+                const std::vector<std::string>& all) {
+  std::string line = audit_line(g, all);
+  if (line.empty()) {
+    std::string want;
+    for (const auto& w : all) want += " " + w;
+    fail_test("no audit line for " + what + " with" + want);
+  }
+  std::printf("MICROVM-GATEWAY: audit (%s): %s\n", what.c_str(), line.substr(0, 300).c_str());
+}
+
+// curl in the guest; prints "<body>\n<code> rc=<exit>" whatever curl's exit (run() needs 0).
+std::string guest_curl(const Sandbox& s, const std::string& args) {
+  return run(s,
+             {"/bin/sh", "-c",
+              "/usr/bin/curl -sS --max-time 20 --cacert /etc/cordon/ca.pem -w '\\n%{http_code}' " +
+                  args + " 2>/tmp/curl.err; echo \" rc=$?\"; cat /tmp/curl.err"});
+}
+
+// The allowed request: through the gateway's DNS (the guest's resolv.conf names the host side
+// of its veth, where the steering sends UDP 53 to the responder) and its transparent listener.
+void allowed_request(const Sandbox& s, const GatewayConfig& g, const std::string& path) {
+  auto t0 = Clock::now();
+  std::string out = guest_curl(s, "https://api.allowed.test" + path);
+  std::printf("MICROVM-GATEWAY: %s: curl https://api.allowed.test%s (%.0f ms): %s\n",
+              s.b.id.c_str(), path.c_str(), ms_since(t0), flat(out, 600).c_str());
+  if (contains(out, g.secret)) fail_test("the real secret reached the guest in the response");
+  if (!contains(out, "\n200 rc=0"))
+    fail_test("allowed request through the gateway did not answer 200: " + out.substr(0, 400));
+  if (!contains(out, "\"path\":\"" + path + "\"")) fail_test("the upstream did not echo the path");
+  if (!contains(out, g.fingerprint))
+    fail_test("the upstream's echo lacks the fingerprint of the vault's credential " +
+              g.fingerprint);
+  auto log = read_file(g.upstream_log);
+  if (!log || !contains(*log, "Bearer " + g.secret))
+    fail_test("the fake upstream's log has no request carrying the vault's credential");
+}
+
+void gateway_checks(Sandbox& a, GatewayConfig& g, const std::string& profile) {
+  Step step("gateway checks in " + a.b.id, 240);
+  // Control first: before the steering is attached, the guest reaches the fake internet's plain
+  // port (the inner host forwards), so the drop below is the steering's doing.
+  std::string plain = "http://" + g.upstream_ip + ":" + g.plain_port + "/ok";
+  std::string open_before = run(a, {"/usr/bin/curl", "-sS", "--max-time", "10", plain});
+  if (open_before != "cordon-nested-http-ok")
+    fail_test("control: without steering " + plain + " said '" + open_before + "'");
+  std::printf("MICROVM-GATEWAY: control: without steering the guest reaches %s\n", plain.c_str());
+
+  // As the manager: attach the steering to the host veth, register the sandbox by address.
+  if (auto st = g.confinement->attach(a.b.id, a.ns.host_ifname, a.ns.sandbox_ipv4, ""); !st)
+    fail_test("steering attach: " + st.error().message);
+  SandboxRecord rec;
+  rec.id = a.b.id;
+  rec.profile = profile;
+  rec.backend = "microvm";
+  rec.address = a.ns.sandbox_ipv4;
+  if (auto st = g.confinement->register_sandbox(rec); !st)
+    fail_test("register with the gateway: " + st.error().message);
+  std::printf("MICROVM-GATEWAY: %s attached on %s and registered as %s (profile %s)\n",
+              a.b.id.c_str(), a.ns.host_ifname.c_str(), a.ns.sandbox_ipv4.c_str(), profile.c_str());
+
+  allowed_request(a, g, "/hello");
+  const std::string who = "\"sandbox\":\"" + a.b.id + "\"";
+  need_audit(g, "the allowed request",
+             {"\"event\":\"request\"", "\"decision\":\"allow\"", "\"path\":\"/hello\"",
+              "\"status\":200", who});
+  std::string env = run(a, {"/bin/sh", "-c", "env; cat /proc/1/environ 2>/dev/null; true"});
+  if (contains(env, g.secret)) fail_test("the secret is in the guest's environment");
+  // The pattern travels in argv (not the environment, not a file); the last word names the step.
+  std::string files =
+      run(a, {"/bin/sh", "-c", "grep -rlsF -e \"$1\" /etc /root /tmp /home /usr/local; true", "sh",
+              g.secret, "grep-for-the-secret"});
+  if (!files.empty()) fail_test("the secret is in the guest's files: " + files);
+  // A denied host at a hard-coded address: refused at the SNI (TLS alert), audited.
+  std::string denied =
+      guest_curl(a, "--resolve api.denied.test:443:" + g.upstream_ip + " https://api.denied.test/");
+  std::printf("MICROVM-GATEWAY: denied host: %s\n", flat(denied, 300).c_str());
+  if (!contains(denied, "\n000 rc=")) fail_test("a denied host was not refused: " + denied);
+  need_audit(g, "the denied host",
+             {"\"event\":\"connection_refused\"", "\"decision\":\"deny\"",
+              "\"sni\":\"api.denied.test\"", who});
+
+  // Straight to the upstream's address on another port: dropped by the steering, audited.
+  std::string dropped = run(
+      a, {"/bin/sh", "-c", "/usr/bin/curl -sS --max-time 5 " + plain + " 2>&1; echo \" rc=$?\""});
+  std::printf("MICROVM-GATEWAY: direct TCP to %s: %s\n", plain.c_str(), flat(dropped, 300).c_str());
+  if (contains(dropped, "cordon-nested-http-ok") || contains(dropped, " rc=0"))
+    fail_test("TCP straight to the upstream's port " + g.plain_port + " was not dropped");
+  need_audit(g, "the dropped connection",
+             {"\"event\":\"egress_dropped\"", "\"port\":" + g.plain_port, who});
+  std::printf("MICROVM-GATEWAY: PASS confined request, credential injected, deny + drop audited\n");
+}
+
+void gateway_release(const Sandbox& s, GatewayConfig& g) {
+  if (auto st = g.confinement->unregister_sandbox(s.b.id); !st)
+    fail_test("unregister " + s.b.id + ": " + st.error().message);
+  if (auto st = g.confinement->detach(s.ns.host_ifname); !st)
+    fail_test("steering detach " + s.ns.host_ifname + ": " + st.error().message);
+}
+
 // --- bench mode ------------------------------------------------------------------------------
 
 struct Stats {
@@ -361,6 +515,8 @@ int main(int argc, char** argv) {
   MicrovmOptions o;
   std::string image, work, port = "8080";
   bool bench = false;  // without --bench: the test
+  GatewayConfig gw;
+  std::string secret_file, fingerprint_file;
   int bench_rounds = 0, bench_conc = 4;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
@@ -376,6 +532,18 @@ int main(int argc, char** argv) {
       work = v;
     else if (a == "--http-port")
       port = v;
+    else if (a == "--gateway-state")
+      gw.state = v;
+    else if (a == "--secret-file")
+      secret_file = v;
+    else if (a == "--fingerprint-file")
+      fingerprint_file = v;
+    else if (a == "--upstream-log")
+      gw.upstream_log = v;
+    else if (a == "--upstream-ip")
+      gw.upstream_ip = v;
+    else if (a == "--plain-port")
+      gw.plain_port = v;
     else if (a == "--bench")
       bench = true, bench_rounds = parse_count(v);
     else if (a == "--concurrency")
@@ -386,6 +554,21 @@ int main(int argc, char** argv) {
   if (bench && (bench_rounds < 1 || bench_rounds > 1000 || bench_conc < 1 || bench_conc > 16))
     fail_test("microvm_driver: --bench wants 1..1000 rounds and --concurrency 1..16, got " +
               std::to_string(bench_rounds) + " and " + std::to_string(bench_conc));
+  const bool gateway = !gw.state.empty();
+  if (gateway) {
+    auto sec = read_file(secret_file);
+    auto fp = read_file(fingerprint_file);
+    if (!sec || !fp || gw.upstream_log.empty() || gw.upstream_ip.empty())
+      fail_test(
+          "--gateway-state wants readable --secret-file and --fingerprint-file, "
+          "--upstream-log and --upstream-ip");
+    gw.secret = *sec;
+    gw.fingerprint = *fp;
+    while (!gw.fingerprint.empty() && gw.fingerprint.back() == '\n') gw.fingerprint.pop_back();
+    if (gw.secret.size() < 12 || gw.fingerprint.size() < 16)
+      fail_test("the secret or its fingerprint is too short to be told apart");
+    gw.confinement = make_steering_client_confinement(StateDir{gw.state});
+  }
   o.cache_dir = work + "/cache";
   if (auto st = ensure_directory(work, 0700); !st) fail_test(st.error().message);
   if (auto st = microvm_available(o); !st) fail_test("backend unavailable: " + st.error().message);
@@ -418,6 +601,7 @@ int main(int argc, char** argv) {
   if (body != "cordon-nested-http-ok") fail_test("HTTP through the TAP: got '" + body + "'");
   std::string addr = run(a, {"/bin/sh", "-c", "ifconfig eth0 | grep -o 'inet addr:[0-9.]*'"});
   if (addr != "inet addr:" + a.ns.sandbox_ipv4) fail_test("guest address '" + addr + "'");
+  if (gateway) gateway_checks(a, gw, "agent");
 
   // 3. A second clone of the same template snapshot: restore only.
   Sandbox b = make("sbb", work, image);
@@ -467,8 +651,13 @@ int main(int argc, char** argv) {
   std::printf("MICROVM-RESUME: sba restore + reseed + SETUP: %.1f ms\n", ms_since(t0));
   std::string marker = run(a, {"/bin/cat", "/home/user/marker"});
   if (marker != "persisted-sba") fail_test("after resume the disk says '" + marker + "'");
-  std::string body2 = run(a, {"/bin/wget", "-q", "-O", "-", url});
-  if (body2 != "cordon-nested-http-ok") fail_test("HTTP after resume: '" + body2 + "'");
+  if (gateway) {
+    // Still confined after the restore: the same veth, the same steering and registration.
+    allowed_request(a, gw, "/after-resume");
+  } else {
+    std::string body2 = run(a, {"/bin/wget", "-q", "-O", "-", url});
+    if (body2 != "cordon-nested-http-ok") fail_test("HTTP after resume: '" + body2 + "'");
+  }
   run(a, {"/bin/sh", "-c", "exit 3"}, 3);
   std::printf("MICROVM: after resume: disk marker, network and exit codes work\n");
 
@@ -476,6 +665,7 @@ int main(int argc, char** argv) {
   for (Sandbox* s : {&a, &b}) {
     if (auto d = backend->destroy(s->b); !d) fail_test("destroy: " + d.error().message);
     if (auto d = backend->destroy(s->b); !d) fail_test("second destroy: " + d.error().message);
+    if (gateway && s == &a) gateway_release(*s, gw);
     if (auto d = delete_netns_sandbox(s->ns.name); !d) fail_test("netns: " + d.error().message);
     auto gone = backend->status(s->b);
     if (!gone || gone->state != BackendState::kAbsent) fail_test("status after destroy");
