@@ -137,21 +137,8 @@ if [ "$gateway" = 1 ]; then
   printf 'sha256:%s\n' "$(printf 'Bearer %s' "$secret" | sha256sum | cut -c1-16)" > "$gw/fingerprint"
   make_upstream_cert "$gw" "nested internet CA" api.allowed.test api.denied.test ||
     { echo "microvm-nested: FAIL: the upstream's certificate"; exit 1; }
-  cat > "$gw/rules.yaml" << 'YAML'
-version: 1
-dns: {unlisted: nxdomain}
-credentials:
-  - name: gh
-    secret: gh-pat
-    inject: {header: Authorization, format: "Bearer {secret}"}
-destinations:
-  - id: allowed
-    hosts: [api.allowed.test]
-    routes:
-      - {id: get, methods: [GET], credential: gh}
-profiles:
-  agent: {destinations: [allowed]}
-YAML
+  cp "$here/../../scripts/lib/agent_rules.yaml" "$gw/rules.yaml" ||
+    { echo "microvm-nested: FAIL: the rules"; exit 1; }
 fi
 
 # --- the template's root file system as an ext4 image: busybox, the agent, two users ---------

@@ -50,21 +50,7 @@ die() { echo "FAIL: $*"; [ -f "$tmp/serve.log" ] && sed 's/^/  serve: /' "$tmp/s
 sn_net_up "$gw" "$inet" 10.201.0.0/16 || die "topology"
 sn_upstream_start "$upstream_bin" "$tmp" "e2b e2e internet CA" api.allowed.test api.denied.test \
   || die "fake upstream"
-cat >"$tmp/rules.yaml" <<'YAML'
-version: 1
-dns: {unlisted: nxdomain}
-credentials:
-  - name: gh
-    secret: gh-pat
-    inject: {header: Authorization, format: "Bearer {secret}"}
-destinations:
-  - id: allowed
-    hosts: [api.allowed.test]
-    routes:
-      - {id: get, methods: [GET], credential: gh}
-profiles:
-  agent: {destinations: [allowed]}
-YAML
+cp "$SN_REPO/scripts/lib/agent_rules.yaml" "$tmp/rules.yaml" || die "rules"
 sn_state_from_template "$tpl_state" "$CORDON_HOME" || die "state"
 printf '%s' "$secret" | "$cordon" vault put gh-pat --stdin >/dev/null || die "vault put"
 key=$("$cordon" apikey create --profile agent --note e2b-e2e 2>"$tmp/apikey.err") \

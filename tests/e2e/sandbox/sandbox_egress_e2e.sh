@@ -42,21 +42,7 @@ die() { echo "FAIL: $*"; for f in serve host; do [ -f "$tmp/$f.log" ] && sed "s/
 sn_net_up "$gw" "$inet" 10.200.0.0/16 || die "topology"
 sn_upstream_start "$upstream_bin" "$tmp" "egress e2e internet CA" api.allowed.test api.denied.test \
   || die "fake upstream"
-cat >"$tmp/rules.yaml" <<'YAML'
-version: 1
-dns: {unlisted: nxdomain}
-credentials:
-  - name: gh
-    secret: gh-pat
-    inject: {header: Authorization, format: "Bearer {secret}"}
-destinations:
-  - id: allowed
-    hosts: [api.allowed.test]
-    routes:
-      - {id: get, methods: [GET], credential: gh}
-profiles:
-  agent: {destinations: [allowed]}
-YAML
+cp "$SN_REPO/scripts/lib/agent_rules.yaml" "$tmp/rules.yaml" || die "rules"
 "$cordon" init >"$tmp/init.log" 2>&1 || die "cordon init: $(cat "$tmp/init.log")"
 printf '%s' "$secret" | "$cordon" vault put gh-pat --stdin >/dev/null || die "vault put"
 "$cordon" ca export >"$tmp/root.pem"
