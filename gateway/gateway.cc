@@ -18,6 +18,7 @@
 #include "gateway/detail/client_tls.h"
 #include "gateway/detail/dns_client.h"
 #include "gateway/detail/impl.h"
+#include "gateway/detail/listen_address.h"
 #include "gateway/detail/session_hooks.h"
 #include "gateway/stages/credential_injector.h"
 
@@ -573,19 +574,9 @@ std::string Gateway::metrics_text() const {
 namespace {
 
 Result<tcp::endpoint> parse_listen(const std::string& addr) {
-  size_t colon = addr.rfind(':');
-  if (colon == std::string::npos) return fail("listen address '" + addr + "': expected ADDR:PORT");
-  std::string host = addr.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  boost::system::error_code ec;
-  auto a = asio::ip::make_address(host, ec);
-  if (ec) return fail("listen address '" + addr + "': bad IP address");
-  char* end = nullptr;
-  long port = std::strtol(addr.c_str() + colon + 1, &end, 10);
-  if (*end != '\0' || port < 0 || port > 65535)
-    return fail("listen address '" + addr + "': bad port");
-  return tcp::endpoint(a, static_cast<uint16_t>(port));
+  auto la = detail::parse_listen_address(addr, "listen address");
+  if (!la) return fail(la.error());
+  return tcp::endpoint(la->ip, la->port);
 }
 
 Result<std::unique_ptr<tcp::acceptor>> open_acceptor(asio::io_context& ctx, const std::string& addr,
@@ -597,13 +588,10 @@ Result<std::unique_ptr<tcp::acceptor>> open_acceptor(asio::io_context& ctx, cons
   acc->open(ep->protocol(), ec);
   if (!ec) acc->set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec && transparent) {
-    int one = 1;
-    int level = ep->address().is_v6() ? SOL_IPV6 : SOL_IP;
-    int opt = ep->address().is_v6() ? IPV6_TRANSPARENT : IP_TRANSPARENT;
-    if (::setsockopt(acc->native_handle(), level, opt, &one, sizeof one) != 0) {
-      return fail("listen " + addr + ": IP_TRANSPARENT: " + std::strerror(errno) +
-                  " (needs CAP_NET_ADMIN)");
-    }
+    if (auto st = detail::set_ip_transparent(acc->native_handle(), ep->address().is_v6(),
+                                             "listen " + addr);
+        !st)
+      return fail(st.error());
   }
   if (!ec) acc->bind(*ep, ec);
   if (!ec) acc->listen(1024, ec);

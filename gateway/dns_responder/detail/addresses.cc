@@ -3,16 +3,12 @@
 
 #include <arpa/inet.h>
 
-#include <boost/asio/ip/address.hpp>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
+#include "gateway/detail/listen_address.h"
 
 namespace cordon::gateway::dns {
 
 namespace asio = boost::asio;
 using asio::ip::udp;
-using boost::system::error_code;
 
 std::string raw_address(const std::string& text, int family) {
   unsigned char buf[16];
@@ -44,27 +40,9 @@ std::string with_port(const std::string& ip, uint16_t port) {
 }
 
 Result<udp::endpoint> parse_addr(const std::string& addr) {
-  size_t colon = addr.rfind(':');
-  if (colon == std::string::npos) return fail("dns listen '" + addr + "': expected ADDR:PORT");
-  std::string host = addr.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  error_code ec;
-  auto a = asio::ip::make_address(host, ec);
-  if (ec) return fail("dns listen '" + addr + "': bad IP address");
-  char* end = nullptr;
-  long port = std::strtol(addr.c_str() + colon + 1, &end, 10);
-  if (*end != '\0' || port < 0 || port > 65535) return fail("dns listen '" + addr + "': bad port");
-  return udp::endpoint(a, static_cast<uint16_t>(port));
-}
-
-Status set_transparent(int fd, bool v6, const std::string& what) {
-  int one = 1;
-  int rc = v6 ? setsockopt(fd, SOL_IPV6, IPV6_TRANSPARENT, &one, sizeof one)
-              : setsockopt(fd, SOL_IP, IP_TRANSPARENT, &one, sizeof one);
-  if (rc != 0)
-    return fail(what + ": IP_TRANSPARENT: " + std::strerror(errno) + " (needs CAP_NET_ADMIN)");
-  return {};
+  auto la = detail::parse_listen_address(addr, "dns listen");
+  if (!la) return fail(la.error());
+  return udp::endpoint(la->ip, la->port);
 }
 
 }  // namespace cordon::gateway::dns

@@ -1,5 +1,5 @@
 // Socket addresses as the DNS responder reads and writes them: raw bytes for answers, text for
-// audit lines and the sandbox lookup, listen specs ("ADDR:PORT") and IP_TRANSPARENT.
+// audit lines and the sandbox lookup, and listen specs ("ADDR:PORT").
 #pragma once
 
 #include <netinet/in.h>
@@ -21,9 +21,8 @@ std::string raw_address(const std::string& text, int family);
 std::string sockaddr_text(const sockaddr_storage& ss, uint16_t* port);
 // "ip:port", "[ip6]:port".
 std::string with_port(const std::string& ip, uint16_t port);
-// A listen spec "ADDR:PORT" ("[v6]:PORT"); the error names the spec.
+// A listen spec "ADDR:PORT" ("[v6]:PORT", gateway/detail/listen_address.h); the error names
+// the spec.
 Result<boost::asio::ip::udp::endpoint> parse_addr(const std::string& addr);
-// IP(V6)_TRANSPARENT on `fd`; the error starts with `what`.
-Status set_transparent(int fd, bool v6, const std::string& what);
 
 }  // namespace cordon::gateway::dns

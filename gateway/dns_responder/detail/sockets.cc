@@ -17,6 +17,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "gateway/detail/listen_address.h"
 #include "gateway/dns_responder/detail/addresses.h"
 #include "gateway/dns_responder/detail/responder_impl.h"
 #include "gateway/stages/limits.h"
@@ -219,7 +220,7 @@ Result<uint16_t> DnsResponder::Impl::listen_once(const udp::endpoint& endpoint,
   int one = 1;
   if (v6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
   if (transparent)
-    if (auto st = dns::set_transparent(fd, v6, "dns listen " + addr + " (udp)"); !st)
+    if (auto st = detail::set_ip_transparent(fd, v6, "dns listen " + addr + " (udp)"); !st)
       return fail(st.error());
   if (v6)
     setsockopt(fd, SOL_IPV6, IPV6_RECVORIGDSTADDR, &one, sizeof one);
@@ -235,8 +236,8 @@ Result<uint16_t> DnsResponder::Impl::listen_once(const udp::endpoint& endpoint,
   if (ec) return fail("dns listen " + addr + " (tcp): " + ec.message());
   if (v6) setsockopt(b.tcp_acceptor->native_handle(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
   if (transparent)
-    if (auto st = dns::set_transparent(b.tcp_acceptor->native_handle(), v6,
-                                       "dns listen " + addr + " (tcp)");
+    if (auto st = detail::set_ip_transparent(b.tcp_acceptor->native_handle(), v6,
+                                             "dns listen " + addr + " (tcp)");
         !st)
       return fail(st.error());
   b.tcp_acceptor->bind(tep, ec);
