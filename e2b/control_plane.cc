@@ -154,8 +154,9 @@ ApiResponse ControlPlane::list(const vault::ApiKeyGrant& key, std::string_view q
   return resp;
 }
 
-ApiResponse ControlPlane::connect(const SandboxRecord& rec, const ApiRequest& r) const {
-  auto timeout = parse_connect_body(r.body);
+ApiResponse ControlPlane::connect(const SandboxRecord& rec, const ApiRequest& r,
+                                  bool v1_resume) const {
+  auto timeout = parse_connect_body(r.body, v1_resume);
   if (!timeout) return error_response(400, timeout.error().message);
   int status = 200;
   if (rec.state == SandboxState::kPaused) {
@@ -193,13 +194,14 @@ ApiResponse ControlPlane::on_sandbox(const vault::ApiKeyGrant& key, const ApiReq
     // v1 legacy resume: 201 when it resumed, 409 when it was running.
     if (rec->state != SandboxState::kPaused)
       return error_response(409, "sandbox \"" + std::string(id) + "\" is not paused");
-    return connect(*rec, r);
+    return connect(*rec, r, /*v1_resume=*/true);
   } else if (action == "timeout" && m == "POST") {
     auto t = parse_timeout_body(r.body);
     if (!t) return error_response(400, t.error().message);
     auto s = sandboxes_->set_timeout(id, *t);
     return s ? no_content() : manager_error(s.error(), id);
   } else if (action == "pause" && m == "POST") {
+    if (auto b = parse_pause_body(r.body); !b) return error_response(400, b.error().message);
     if (rec->state == SandboxState::kPaused)
       return error_response(409, "sandbox \"" + std::string(id) + "\" is already paused");
     auto s = sandboxes_->pause(id);

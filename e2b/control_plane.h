@@ -60,7 +60,8 @@ class ControlPlane {
   ApiResponse list(const vault::ApiKeyGrant& key, std::string_view query) const;
   ApiResponse on_sandbox(const vault::ApiKeyGrant& key, const ApiRequest& r, std::string_view id,
                          std::string_view action, bool v2) const;
-  ApiResponse connect(const sandbox::SandboxRecord& rec, const ApiRequest& r) const;
+  ApiResponse connect(const sandbox::SandboxRecord& rec, const ApiRequest& r,
+                      bool v1_resume = false) const;
   ApiResponse manager_error(const Error& e, std::string_view id) const;
 
   std::shared_ptr<SandboxService> sandboxes_;

@@ -87,6 +87,13 @@ TEST_F(ControlPlaneTest, CreateErrors) {
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.body.find("network.denyOut[0]"), std::string::npos) << r.body;
   EXPECT_EQ(call("POST", "/v2/sandboxes", R"({"templateID":"missing"})").status, 404);
+  // A security field cordon does not carry out makes nothing: 400 naming it.
+  size_t before = svc->records.size();
+  r = call("POST", "/v2/sandboxes",
+           R"({"templateID":"base","network":{"egressProxy":{"address":"p.example:1080"}}})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("network.egressProxy"), std::string::npos) << r.body;
+  EXPECT_EQ(svc->records.size(), before);
   svc->capacity = 0;
   r = call("POST", "/v2/sandboxes", R"({"templateID":"base"})");
   EXPECT_EQ(r.status, 429);
@@ -125,6 +132,11 @@ TEST_F(ControlPlaneTest, Lifecycle) {
   EXPECT_EQ(svc->last_timeout.count(), 120);
   EXPECT_EQ(call("POST", "/sandboxes/" + id + "/timeout", R"({})").status, 400);
   EXPECT_EQ(call("POST", "/v2/sandboxes/" + id + "/connect", "{}").status, 200);
+  // A file-system-only pause is not carried out: refused by name, the sandbox still runs.
+  auto fs_only = call("POST", "/sandboxes/" + id + "/pause", R"({"memory":false})");
+  EXPECT_EQ(fs_only.status, 400);
+  EXPECT_NE(body(fs_only)["message"].get<std::string>().find("memory"), std::string::npos);
+  EXPECT_EQ(body(call("GET", "/sandboxes/" + id))["state"], "running");
   EXPECT_EQ(call("POST", "/sandboxes/" + id + "/pause", "{}").status, 204);
   auto again = call("POST", "/sandboxes/" + id + "/pause", "{}");
   EXPECT_EQ(again.status, 409);

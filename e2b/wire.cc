@@ -7,6 +7,7 @@
 #include "common/encoding.h"
 #include "common/time_format.h"
 #include "e2b/network.h"
+#include "e2b/request_fields.h"
 
 namespace cordon::e2b {
 
@@ -294,6 +295,10 @@ ListPage select_page(const std::vector<SandboxRecord>& all, std::string_view own
 Result<CreateRequest> parse_create(std::string_view body) {
   auto j = parse_object(body);
   if (!j) return fail(j.error());
+  if (auto s = check_request_fields(*j, RequestBody::kCreate); !s) return fail(s.error());
+  if (auto n = j->find("network"); n != j->end())
+    if (auto s = check_request_fields(*n, RequestBody::kNetwork, "network"); !s)
+      return fail(s.error());
   CreateRequest c;
   auto tpl = j->find("templateID");
   if (tpl == j->end() || tpl->is_null()) return fail("templateID: required");
@@ -324,16 +329,26 @@ Result<CreateRequest> parse_create(std::string_view body) {
 Result<std::chrono::seconds> parse_timeout_body(std::string_view body) {
   auto j = parse_object(body);
   if (!j) return fail(j.error());
+  if (auto s = check_request_fields(*j, RequestBody::kTimeout); !s) return fail(s.error());
   auto t = timeout_field(*j);
   if (!t) return fail(t.error());
   if (!*t) return fail("timeout: required");
   return **t;
 }
 
-Result<std::optional<std::chrono::seconds>> parse_connect_body(std::string_view body) {
+Result<std::optional<std::chrono::seconds>> parse_connect_body(std::string_view body,
+                                                               bool v1_resume) {
   auto j = parse_object(body);
   if (!j) return fail(j.error());
+  RequestBody kind = v1_resume ? RequestBody::kResumeV1 : RequestBody::kConnect;
+  if (auto s = check_request_fields(*j, kind); !s) return fail(s.error());
   return timeout_field(*j);
+}
+
+Status parse_pause_body(std::string_view body) {
+  auto j = parse_object(body);
+  if (!j) return fail(j.error());
+  return check_request_fields(*j, RequestBody::kPause);
 }
 
 Result<sandbox::NetworkOverlay> parse_network_body(std::string_view body) {
@@ -341,9 +356,13 @@ Result<sandbox::NetworkOverlay> parse_network_body(std::string_view body) {
   if (!j) return fail(j.error());
   auto internet = bool_field(*j, "allow_internet_access");
   if (!internet) return fail(internet.error());
+  if (auto s = check_request_fields(*j, RequestBody::kNetworkUpdate); !s) return fail(s.error());
   // Accept the overlay as the body itself ({"allowOut":[...]}) or wrapped ({"network":{...}}).
   auto net_it = j->find("network");
   const json* net = net_it != j->end() ? &*net_it : &*j;
+  if (net != &*j)
+    if (auto s = check_request_fields(*net, RequestBody::kNetworkUpdate, "network"); !s)
+      return fail(s.error());
   return network_overlay(net, *internet);
 }
 

@@ -79,11 +79,17 @@ struct CreateRequest {
   sandbox::NetworkOverlay network;
   bool auto_pause = false;
 };
-// NewSandboxV2 (and the v1 body, a subset). Unknown fields are ignored.
+// Every parser below first passes the body through the field gate (e2b/request_fields.h): a
+// field that cordon does not carry out, or one the schema does not have, is a 400 naming it.
+// NewSandboxV2 (and the v1 body, a subset).
 Result<CreateRequest> parse_create(std::string_view body);
 // `{"timeout":N}` of POST .../timeout (required) and of connect (optional; empty body = {}).
 Result<std::chrono::seconds> parse_timeout_body(std::string_view body);
-Result<std::optional<std::chrono::seconds>> parse_connect_body(std::string_view body);
+// ConnectSandbox(V2), or the v1 ResumedSandbox when `v1_resume`.
+Result<std::optional<std::chrono::seconds>> parse_connect_body(std::string_view body,
+                                                               bool v1_resume = false);
+// SandboxPauseRequest (empty body = {}).
+Status parse_pause_body(std::string_view body);
 // PUT .../network: the `network` object itself, optionally with allow_internet_access.
 Result<sandbox::NetworkOverlay> parse_network_body(std::string_view body);
 

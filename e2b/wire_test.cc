@@ -129,7 +129,9 @@ TEST(Wire, PageFilters) {
 TEST(Wire, ParseCreate) {
   auto c = parse_create(
       R"({"templateID":"base","timeout":60,"metadata":{"user":"abc"},"envVars":{"FOO":"bar"},)"
-      R"("allow_internet_access":false,"autoPause":true,"whatever":{"x":1}})");
+      R"("allow_internet_access":false,"autoPause":true,"autoPauseMemory":true,)"
+      R"("autoResume":{"enabled":false},"volumeMounts":[],"iam":{"tokens":{}},)"
+      R"("network":{"rules":{},"httpsPorts":[],"egressProxy":null,"allowPublicTraffic":true}})");
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->template_name, "base");
   EXPECT_EQ(c->timeout.count(), 60);
@@ -164,13 +166,64 @@ TEST(Wire, TimeoutAndConnectBodies) {
   EXPECT_FALSE(parse_timeout_body("{}"));
   EXPECT_FALSE(*parse_connect_body(""));
   EXPECT_FALSE(*parse_connect_body("{}"));
-  EXPECT_EQ((*parse_connect_body(R"({"timeout":30,"memory":false})"))->count(), 30);
+  EXPECT_EQ((*parse_connect_body(R"({"timeout":30,"memory":true})"))->count(), 30);
   auto n = parse_network_body(R"({"allowOut":["a.com"],"denyOut":["0.0.0.0/0"]})");
   ASSERT_TRUE(n);
   EXPECT_EQ(n->allow_out.size(), 1u);
   auto w = parse_network_body(R"({"network":{"denyOut":["b.com"]},"allow_internet_access":true})");
   ASSERT_TRUE(w);
   EXPECT_EQ(w->deny_out[0], "b.com");
+}
+
+// A field cordon does not carry out is refused by name, never ignored; so is one the schema
+// does not have. Its inert value (the schema's default) is accepted.
+TEST(Wire, FieldsCordonDoesNotCarryOutAreRefusedByName) {
+  auto refused = [](const Result<CreateRequest>& r, std::string want) {
+    ASSERT_FALSE(r) << want;
+    EXPECT_NE(r.error().message.find(want), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("refused rather than ignored"), std::string::npos)
+        << r.error().message;
+  };
+  auto create = [](std::string extra) {
+    return parse_create(R"({"templateID":"base",)" + extra + "}");
+  };
+  refused(create(R"("network":{"egressProxy":{"address":"p.example:1080"}})"),
+          "network.egressProxy: not supported");
+  refused(create(R"("network":{"rules":{"api.x.com":[{"transform":{"headers":{"A":"b"}}}]}})"),
+          "network.rules: not supported");
+  refused(create(R"("network":{"allowPublicTraffic":false})"), "network.allowPublicTraffic");
+  refused(create(R"("network":{"httpsPorts":[8443]})"), "network.httpsPorts");
+  refused(create(R"("network":{"maskRequestHost":"x.${PORT}"})"), "network.maskRequestHost");
+  refused(create(R"("network":{"alowOut":["a.com"]})"), "network.alowOut: unknown field");
+  refused(create(R"("iam":{"tokens":{"aws":{"audience":"sts","tokenType":"JWT-SVID"}}})"),
+          "iam: not supported");
+  refused(create(R"("volumeMounts":[{"name":"v","path":"/data"}])"), "volumeMounts");
+  refused(create(R"("autoPauseMemory":false)"), "autoPauseMemory");
+  refused(create(R"("autoResume":{"enabled":true})"), "autoResume");
+  refused(create(R"("mcp":{"github":{}})"), "mcp");
+  refused(create(R"("secure":false)"), "secure");
+  refused(create(R"("whatever":{"x":1})"), "whatever: unknown field");
+
+  auto update = parse_network_body(R"({"egressProxy":{"address":"p.example:1080"}})");
+  ASSERT_FALSE(update);
+  EXPECT_NE(update.error().message.find("egressProxy: not supported"), std::string::npos);
+  auto wrapped = parse_network_body(R"({"network":{"rules":{"a.com":[{}]}}})");
+  ASSERT_FALSE(wrapped);
+  EXPECT_NE(wrapped.error().message.find("network.rules: not supported"), std::string::npos);
+  EXPECT_FALSE(parse_network_body(R"({"httpsPorts":[]})"));  // not a field of the update
+
+  auto connect = parse_connect_body(R"({"timeout":30,"memory":false})");
+  ASSERT_FALSE(connect);
+  EXPECT_NE(connect.error().message.find("memory: not supported"), std::string::npos);
+  EXPECT_FALSE(parse_connect_body(R"({"autoPause":true})", /*v1_resume=*/true));
+  EXPECT_TRUE(parse_connect_body(R"({"autoPause":false,"timeout":5})", /*v1_resume=*/true));
+  EXPECT_FALSE(parse_connect_body(R"({"autoPause":false})"));  // not a field of connect
+  EXPECT_TRUE(parse_pause_body(""));
+  EXPECT_TRUE(parse_pause_body(R"({"memory":true})"));
+  auto pause = parse_pause_body(R"({"memory":false})");
+  ASSERT_FALSE(pause);
+  EXPECT_NE(pause.error().message.find("memory: not supported"), std::string::npos);
+  EXPECT_FALSE(parse_timeout_body(R"({"timeout":5,"extra":1})"));
 }
 
 TEST(Wire, Rfc3339AndShapes) {

@@ -192,6 +192,30 @@ await check('betaPause() then Sandbox.connect(id) resumes it; the file written b
     ? true : fail(`read ${JSON.stringify(got)} run ${JSON.stringify(r)} state ${after.state}`);
 });
 
+// ---- a field cordon does not carry out is refused, never ignored ----
+await check('Sandbox.create({network: {egressProxy}}) is refused by name and makes no sandbox', async () => {
+  const before = (await Sandbox.list().nextItems()).length;
+  try {
+    const s = await Sandbox.create({ network: { egressProxy: { address: 'proxy.example:1080' } } });
+    remember(s.sandboxId);
+    return fail(`created ${s.sandboxId}`);
+  } catch (e) {
+    const after = (await Sandbox.list().nextItems()).length;
+    return /egressProxy/.test(e?.message ?? '') && after === before
+      ? true : fail(`${e?.name}: ${e?.message}; listed ${before} -> ${after}`);
+  }
+});
+await check('betaPause({keepMemory: false}) is refused by name; the sandbox keeps running', async () => {
+  try {
+    await sbx.betaPause({ keepMemory: false });
+    return fail('paused');
+  } catch (e) {
+    const info = await Sandbox.getInfo(id);
+    return /memory/.test(e?.message ?? '') && info.state === 'running'
+      ? true : fail(`${e?.name}: ${e?.message}; state ${info.state}`);
+  }
+});
+
 // ---- auth ----
 await check('a wrong API key: AuthenticationError', async () => {
   try {
